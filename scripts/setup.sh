@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs everything sparkcdc needs on Debian 12 (run as root): MariaDB,
+# PostgreSQL 15 (meta DB tests), Java 17 (Spark), and a .venv with the package.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need_apt=()
+command -v mariadbd >/dev/null 2>&1 || [ -x /usr/sbin/mariadbd ] || need_apt+=(mariadb-server mariadb-client)
+command -v mariadb-binlog >/dev/null 2>&1 || need_apt+=(mariadb-client)
+command -v java >/dev/null 2>&1 || need_apt+=(openjdk-17-jre-headless)
+[ -x /usr/lib/postgresql/15/bin/initdb ] || need_apt+=(postgresql-15)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  echo "setup: apt-get install ${need_apt[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
+fi
+
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv .venv
+fi
+stamp=.venv/.sparkcdc-installed
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+  .venv/bin/python -m pip install -q --upgrade pip
+  .venv/bin/python -m pip install -q -e '.[dev]'
+  touch "$stamp"
+fi
+echo "setup: ok ($(.venv/bin/python --version), $(java -version 2>&1 | head -1))"

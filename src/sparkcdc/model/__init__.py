@@ -1,0 +1,23 @@
+"""Shared vocabulary: commit timestamps, table shapes and change events."""
+
+from sparkcdc.model.events import BinlogPosition, DDLEvent, DDLType, Event, Op, Resolved, Row, RowChange
+from sparkcdc.model.schema import ColumnInfo, IndexInfo, TableInfo
+from sparkcdc.model.ts import CommitTs, TableVersion, compose_ts, physical_ms
+
+__all__ = [
+    "BinlogPosition",
+    "ColumnInfo",
+    "CommitTs",
+    "DDLEvent",
+    "DDLType",
+    "Event",
+    "IndexInfo",
+    "Op",
+    "Resolved",
+    "Row",
+    "RowChange",
+    "TableInfo",
+    "TableVersion",
+    "compose_ts",
+    "physical_ms",
+]

@@ -1,0 +1,1 @@
+"""Local real services (MariaDB, Kafka, S3, PostgreSQL) for tests, demos and benchmarks."""

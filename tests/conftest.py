@@ -1,0 +1,31 @@
+"""Shared fixtures: real local services started on 127.0.0.1 and stopped after the tests."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+
+import pytest
+
+from sparkcdc.services.mariadb import LocalMariaDB
+
+# Spark's Python workers must use this interpreter (see DESIGN.md, "Known traps").
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+
+
+@pytest.fixture(scope="session")
+def mariadb() -> Iterator[LocalMariaDB]:
+    """One upstream MariaDB with a ROW binlog for the whole session."""
+    with LocalMariaDB() as db:
+        yield db
+
+
+@pytest.fixture()
+def fresh_db(mariadb: LocalMariaDB, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A database of its own for one test, dropped afterwards."""
+    name = "t_" + "".join(ch if ch.isalnum() else "_" for ch in request.node.name)[:50].lower()
+    mariadb.execute(f"DROP DATABASE IF EXISTS `{name}`", f"CREATE DATABASE `{name}`")
+    yield name
+    mariadb.execute(f"DROP DATABASE IF EXISTS `{name}`")

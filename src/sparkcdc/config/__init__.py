@@ -1,0 +1,1 @@
+"""Changefeed configuration (TiCDC's TOML shape) and sink-URI parsing."""

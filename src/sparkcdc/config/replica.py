@@ -1,0 +1,327 @@
+"""``ReplicaConfig``: the changefeed TOML (TiCDC's shape), closed and typed.
+
+Every key is checked: an unknown key, a value of the wrong type or a value
+outside its allowed set is refused with the key, the value and what is allowed.
+TOML keys use dashes; the dataclass fields use underscores.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sparkcdc.errors import ConfigError
+
+
+@dataclass
+class CSVConfig:
+    """``[sink.csv]``."""
+
+    delimiter: str = ","
+    quote: str = '"'
+    null: str = "\\N"
+    include_commit_ts: bool = False
+    binary_encoding_method: str = "base64"
+    output_old_value: bool = False
+    output_handle_key: bool = False
+    output_field_header: bool = False
+
+
+@dataclass
+class DispatchRule:
+    """One ``[[sink.dispatchers]]`` rule."""
+
+    matcher: list[str] = field(default_factory=list)
+    topic: str = ""
+    partition: str = ""
+    dispatcher: str = ""
+    index: str = ""
+    columns: list[str] = field(default_factory=list)
+
+
+@dataclass
+class ColumnSelector:
+    """One ``[[sink.column-selectors]]`` rule."""
+
+    matcher: list[str] = field(default_factory=list)
+    columns: list[str] = field(default_factory=list)
+
+
+@dataclass
+class LargeMessageHandleConfig:
+    """``[sink.kafka-config.large-message-handle]``."""
+
+    large_message_handle_option: str = "none"
+    large_message_handle_compression: str = "none"
+    claim_check_storage_uri: str = ""
+    claim_check_raw_value: bool = False
+
+
+@dataclass
+class CodecConfig:
+    """``[sink.kafka-config.codec-config]``."""
+
+    enable_tidb_extension: bool | None = None
+    max_batch_size: int | None = None
+    avro_enable_watermark: bool | None = None
+    avro_decimal_handling_mode: str | None = None
+    avro_bigint_unsigned_handling_mode: str | None = None
+    encoding_format: str | None = None
+
+
+@dataclass
+class KafkaConfig:
+    """``[sink.kafka-config]``: URI keys may be set here too (the URI wins)."""
+
+    partition_num: int | None = None
+    replication_factor: int | None = None
+    kafka_version: str | None = None
+    max_message_bytes: int | None = None
+    compression: str | None = None
+    kafka_client_id: str | None = None
+    auto_create_topic: bool | None = None
+    dial_timeout: str | None = None
+    read_timeout: str | None = None
+    write_timeout: str | None = None
+    required_acks: int | None = None
+    sasl_user: str | None = None
+    sasl_password: str | None = None
+    sasl_mechanism: str | None = None
+    enable_tls: bool | None = None
+    ca: str | None = None
+    cert: str | None = None
+    key: str | None = None
+    insecure_skip_verify: bool | None = None
+    output_raw_change_event: bool = False
+    codec_config: CodecConfig = field(default_factory=CodecConfig)
+    large_message_handle: LargeMessageHandleConfig = field(default_factory=LargeMessageHandleConfig)
+
+
+@dataclass
+class CloudStorageConfig:
+    """``[sink.cloud-storage-config]`` (URI parameters win)."""
+
+    worker_count: int | None = None
+    flush_interval: str | None = None
+    file_size: int | None = None
+    flush_concurrency: int | None = None
+    file_expiration_days: int = 0
+    file_cleanup_cron_spec: str = "0 0 2 * * *"
+    output_column_id: bool = False
+    output_raw_change_event: bool = False
+
+
+@dataclass
+class MySQLConfig:
+    """``[sink.mysql-config]`` (URI parameters win)."""
+
+    worker_count: int | None = None
+    max_txn_row: int | None = None
+    max_multi_update_row_size: int | None = None
+    max_multi_update_row: int | None = None
+    tidb_txn_mode: str | None = None
+    ssl_ca: str | None = None
+    ssl_cert: str | None = None
+    ssl_key: str | None = None
+    time_zone: str | None = None
+    write_timeout: str | None = None
+    read_timeout: str | None = None
+    timeout: str | None = None
+    enable_batch_dml: bool | None = None
+    enable_multi_statement: bool | None = None
+    enable_cache_prepared_statement: bool | None = None
+
+
+@dataclass
+class SinkConfig:
+    """``[sink]``."""
+
+    protocol: str | None = None
+    dispatchers: list[DispatchRule] = field(default_factory=list)
+    column_selectors: list[ColumnSelector] = field(default_factory=list)
+    schema_registry: str | None = None
+    encoder_concurrency: int = 32
+    terminator: str = "\r\n"
+    date_separator: str = "day"
+    enable_partition_separator: bool = True
+    file_index_digit: int = 20
+    transaction_atomicity: str = ""
+    only_output_updated_columns: bool = False
+    delete_only_output_handle_key_columns: bool = False
+    content_compatible: bool = False
+    safe_mode: bool = False
+    enable_kafka_sink_v2: bool = False
+    csv: CSVConfig = field(default_factory=CSVConfig)
+    kafka_config: KafkaConfig = field(default_factory=KafkaConfig)
+    cloud_storage_config: CloudStorageConfig = field(default_factory=CloudStorageConfig)
+    mysql_config: MySQLConfig = field(default_factory=MySQLConfig)
+
+
+@dataclass
+class EventFilterRule:
+    """One ``[[filter.event-filters]]`` rule."""
+
+    matcher: list[str] = field(default_factory=list)
+    ignore_event: list[str] = field(default_factory=list)
+    ignore_sql: list[str] = field(default_factory=list)
+    ignore_insert_value_expr: str = ""
+    ignore_update_new_value_expr: str = ""
+    ignore_update_old_value_expr: str = ""
+    ignore_delete_value_expr: str = ""
+
+
+@dataclass
+class FilterConfig:
+    """``[filter]``."""
+
+    rules: list[str] = field(default_factory=lambda: ["*.*"])
+    ignore_txn_start_ts: list[int] = field(default_factory=list)
+    event_filters: list[EventFilterRule] = field(default_factory=list)
+
+
+@dataclass
+class MounterConfig:
+    """``[mounter]``."""
+
+    worker_num: int = 16
+
+
+@dataclass
+class SnapshotConfig:
+    """``[snapshot]``: copy existing rows before streaming the binlog."""
+
+    mode: str = "never"
+    chunk_size: int = 50000
+    parallelism: int = 0
+
+
+@dataclass
+class ReplicaConfig:
+    """The whole changefeed configuration."""
+
+    case_sensitive: bool = False
+    force_replicate: bool = False
+    memory_quota: int = 1073741824
+    enable_sync_point: bool = False
+    enable_old_value: bool = True
+    check_gc_safe_point: bool = True
+    time_zone: str = "UTC"
+    filter: FilterConfig = field(default_factory=FilterConfig)
+    mounter: MounterConfig = field(default_factory=MounterConfig)
+    sink: SinkConfig = field(default_factory=SinkConfig)
+    snapshot: SnapshotConfig = field(default_factory=SnapshotConfig)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ReplicaConfig:
+        """Build from parsed TOML/JSON; unknown keys and wrong types raise ConfigError."""
+        cfg = _build(cls, data, "")
+        validate(cfg)
+        return cfg
+
+    @classmethod
+    def from_toml(cls, text: str, source: str = "config") -> ReplicaConfig:
+        """Parse TOML text."""
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{source}: invalid TOML: {exc}") from exc
+        return cls.from_dict(data)
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> ReplicaConfig:
+        """Read a TOML file."""
+        p = Path(path)
+        try:
+            text = p.read_text()
+        except OSError as exc:
+            raise ConfigError(f"cannot read config file {str(p)!r}: {exc.strerror}") from exc
+        return cls.from_toml(text, str(p))
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able dict with dashed keys (the inverse of ``from_dict``)."""
+        return _dump(self)
+
+
+def _dump(obj: Any) -> Any:
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name.replace("_", "-"): _dump(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, list):
+        return [_dump(v) for v in obj]
+    return obj
+
+
+def _type_name(t: Any) -> str:
+    return getattr(t, "__name__", str(t))
+
+
+def _build(cls: type, data: Any, path: str) -> Any:
+    if not isinstance(data, dict):
+        raise ConfigError(f"config key {path or '<root>'!r} must be a table, got {data!r}")
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    kwargs: dict[str, Any] = {}
+    for raw_key, value in data.items():
+        name = raw_key.replace("-", "_")
+        key_path = f"{path}.{raw_key}" if path else raw_key
+        if name not in fields:
+            allowed = ", ".join(sorted(f.replace("_", "-") for f in fields))
+            raise ConfigError(f"unknown config key {key_path!r}; allowed keys here: {allowed}")
+        kwargs[name] = _coerce(hints[name], value, key_path)
+    return cls(**kwargs)
+
+
+def _coerce(tp: Any, value: Any, path: str) -> Any:
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        if value is None:
+            return None
+        return _coerce(args[0], value, path)
+    if dataclasses.is_dataclass(tp):
+        return _build(tp, value, path)  # type: ignore[arg-type]
+    if origin is list:
+        (inner,) = typing.get_args(tp)
+        if not isinstance(value, list):
+            raise ConfigError(f"config key {path!r} must be a list, got {value!r}")
+        return [_coerce(inner, v, f"{path}[{i}]") for i, v in enumerate(value)]
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("true", "false"):
+            return value.lower() == "true"
+        raise ConfigError(f"config key {path!r} must be true or false, got {value!r}")
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"config key {path!r} must be an integer, got {value!r}")
+        return value
+    if tp is str:
+        if not isinstance(value, str):
+            raise ConfigError(f"config key {path!r} must be a string, got {value!r}")
+        return value
+    raise ConfigError(f"config key {path!r}: unsupported type {_type_name(tp)}")
+
+
+def _one_of(path: str, value: str, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise ConfigError(f"invalid value {value!r} for {path!r}; allowed: {', '.join(allowed)}")
+
+
+def validate(cfg: ReplicaConfig) -> None:
+    """Cross-field checks that do not depend on the sink."""
+    s = cfg.sink
+    _one_of("sink.date-separator", s.date_separator, ("none", "year", "month", "day"))
+    _one_of("sink.transaction-atomicity", s.transaction_atomicity, ("", "none", "table"))
+    _one_of("snapshot.mode", cfg.snapshot.mode, ("never", "initial"))
+    if cfg.snapshot.chunk_size <= 0:
+        raise ConfigError(f"invalid value {cfg.snapshot.chunk_size!r} for 'snapshot.chunk-size'; must be > 0")
+    for i, rule in enumerate(s.dispatchers):
+        if rule.partition and rule.dispatcher:
+            raise ConfigError(
+                f"sink.dispatchers[{i}]: dispatcher and partition cannot be configured both "
+                f"(got dispatcher={rule.dispatcher!r}, partition={rule.partition!r}); keep only partition"
+            )

@@ -1,0 +1,148 @@
+"""Parsing of sink and upstream URIs with closed, typed query parameters."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from urllib.parse import parse_qsl, quote, unquote, urlsplit
+
+from sparkcdc.errors import SinkURIError
+
+_DURATION = re.compile(r"^(?:(\d+(?:\.\d+)?)(h|ms|m|s|us|µs|ns))+$")
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(h|ms|m|s|us|µs|ns)")
+_UNIT_SECONDS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
+
+
+def parse_duration(text: str, key: str = "duration") -> float:
+    """A Go-style duration (``5s``, ``1m30s``, ``200ms``) in seconds."""
+    t = text.strip()
+    if not _DURATION.match(t):
+        raise SinkURIError(f"invalid value {text!r} for {key!r}: expected a duration like 5s, 200ms or 1m30s")
+    return sum(float(n) * _UNIT_SECONDS[u] for n, u in _DURATION_PART.findall(t))
+
+
+@dataclass
+class ParsedURI:
+    """A URI split into parts, with a record of which query parameters were read."""
+
+    raw: str
+    scheme: str
+    username: str | None
+    password: str | None
+    hosts: list[tuple[str, int | None]]
+    path: str
+    params: dict[str, str]
+    _used: set[str] = field(default_factory=set, repr=False)
+
+    @classmethod
+    def parse(cls, uri: str) -> ParsedURI:
+        """Split a URI; several ``host:port`` pairs separated by commas are allowed."""
+        try:
+            parts = urlsplit(uri)
+        except ValueError as exc:
+            raise SinkURIError(f"invalid URI {redact_uri(uri)!r}: {exc}") from exc
+        if not parts.scheme:
+            raise SinkURIError(f"invalid URI {redact_uri(uri)!r}: missing scheme (like kafka://, s3://, file://)")
+        netloc = parts.netloc
+        user = password = None
+        if "@" in netloc:
+            cred, netloc = netloc.rsplit("@", 1)
+            user, _, pw = cred.partition(":")
+            user = unquote(user)
+            password = unquote(pw)
+        hosts: list[tuple[str, int | None]] = []
+        for hp in filter(None, netloc.split(",")):
+            host, sep, port = hp.rpartition(":") if not hp.endswith("]") else (hp, "", "")
+            if not sep:
+                host, port = hp, ""
+            if port and not port.isdigit():
+                raise SinkURIError(f"invalid port {port!r} in URI {redact_uri(uri)!r}")
+            hosts.append((host.strip("[]"), int(port) if port else None))
+        params: dict[str, str] = {}
+        for k, v in parse_qsl(parts.query, keep_blank_values=True):
+            if k in params:
+                raise SinkURIError(f"parameter {k!r} is given twice in URI {redact_uri(uri)!r}")
+            params[k] = v
+        return cls(uri, parts.scheme.lower(), user, password, hosts, unquote(parts.path), params)
+
+    def get(self, key: str, default: str | None = None) -> str | None:
+        """A raw parameter value."""
+        self._used.add(key)
+        return self.params.get(key, default)
+
+    def get_str(self, key: str, default: str | None = None, allowed: tuple[str, ...] | None = None) -> str | None:
+        """A string parameter, optionally one of ``allowed``."""
+        v = self.get(key, default)
+        if v is not None and allowed is not None and v not in allowed:
+            raise SinkURIError(
+                f"invalid value {v!r} for sink URI parameter {key!r}; allowed: {', '.join(allowed)}"
+            )
+        return v
+
+    def get_int(self, key: str, default: int | None = None, *, min_value: int | None = None,
+                max_value: int | None = None) -> int | None:
+        """An integer parameter within optional bounds."""
+        v = self.get(key)
+        if v is None:
+            return default
+        try:
+            n = int(v)
+        except ValueError:
+            raise SinkURIError(f"invalid value {v!r} for sink URI parameter {key!r}: expected an integer") from None
+        if (min_value is not None and n < min_value) or (max_value is not None and n > max_value):
+            lo = "-inf" if min_value is None else min_value
+            hi = "inf" if max_value is None else max_value
+            raise SinkURIError(f"invalid value {n} for sink URI parameter {key!r}: must be in [{lo}, {hi}]")
+        return n
+
+    def get_bool(self, key: str, default: bool | None = None) -> bool | None:
+        """A boolean parameter (true/false)."""
+        v = self.get(key)
+        if v is None:
+            return default
+        if v.lower() in ("true", "1"):
+            return True
+        if v.lower() in ("false", "0"):
+            return False
+        raise SinkURIError(f"invalid value {v!r} for sink URI parameter {key!r}: expected true or false")
+
+    def get_duration(self, key: str, default: float | None = None) -> float | None:
+        """A duration parameter in seconds."""
+        v = self.get(key)
+        if v is None:
+            return default
+        return parse_duration(v, key)
+
+    def reject_unknown(self, allowed: set[str] | None = None) -> None:
+        """Refuse parameters that nothing read (and that are not in ``allowed``)."""
+        unknown = sorted(set(self.params) - self._used - (allowed or set()))
+        if unknown:
+            known = sorted(self._used | (allowed or set()))
+            raise SinkURIError(
+                f"unknown sink URI parameter(s) {', '.join(map(repr, unknown))} in {redact_uri(self.raw)!r}; "
+                f"supported: {', '.join(known)}"
+            )
+
+
+_SECRET_PARAMS = re.compile(
+    r"(?i)((?:password|passwd|secret|token|sas-token|account-key|access-key|secret-access-key|"
+    r"sasl-password|auth-header|key)=)[^&]*"
+)
+
+
+def redact_uri(uri: str) -> str:
+    """The URI with passwords and secret parameters replaced by ``xxxxx``."""
+    try:
+        parts = urlsplit(uri)
+    except ValueError:
+        return "<unparseable uri>"
+    netloc = parts.netloc
+    if "@" in netloc:
+        cred, host = netloc.rsplit("@", 1)
+        user, sep, _ = cred.partition(":")
+        netloc = f"{user}:xxxxx@{host}" if sep else f"{user}@{host}"
+    query = _SECRET_PARAMS.sub(lambda m: m.group(1) + "xxxxx", parts.query)
+    out = f"{parts.scheme}://{netloc}{quote(parts.path, safe='/%:@')}"
+    if query:
+        out += "?" + query
+    return out

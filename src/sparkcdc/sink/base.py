@@ -1,0 +1,115 @@
+"""The contract between the Spark pipeline and a sink.
+
+A ``Sink`` is built on the driver from a sink URI and the changefeed's
+``ReplicaConfig``; it validates everything in its constructor (raising
+``ConfigError`` naming the key, the value and what is allowed) and must be
+picklable: connections open lazily in executors.
+
+Per micro-batch the pipeline does, in this order:
+
+1. driver: ``apply_ddl(ddl)`` for each DDL that leads the batch (the source cuts
+   batches so that DDLs only ever come first: every row before a DDL was
+   written and committed in an earlier batch, every row in this batch has a
+   larger commit_ts);
+2. executors: rows are grouped by ``route()`` into ``num_writers`` groups,
+   each sorted by ``(commit_ts, seq)``; each group is fed to one
+   ``PartitionWriter`` (``write`` per row, then ``close`` which must make the
+   rows durable and return a small JSON-able commit message);
+3. driver: ``commit(batch_id, messages, checkpoint_ts)`` once every writer
+   succeeded: everything with commit_ts ≤ checkpoint_ts is now durable
+   (storage writes ``metadata``, Kafka broadcasts watermarks, ...).
+
+A retried batch calls these again with the same rows (at-least-once).
+"""
+
+from __future__ import annotations
+
+import zlib
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from sparkcdc.model import DDLEvent, RowChange, TableInfo
+
+if TYPE_CHECKING:
+    from sparkcdc.config.replica import ReplicaConfig
+
+
+@dataclass
+class WriterContext:
+    """What an executor-side writer knows about its task."""
+
+    changefeed_id: str
+    batch_id: int
+    writer_id: int
+    """The route group this writer serves (0 ≤ writer_id < num_writers)."""
+    task_attempt: int = 0
+    tables: dict[tuple[str, str, int], TableInfo] = field(default_factory=dict)
+    """(schema, table, table_version) → shape, for every table version in the batch."""
+
+
+class PartitionWriter(ABC):
+    """Writes one route group of one batch, in (commit_ts, seq) order."""
+
+    @abstractmethod
+    def write(self, row: RowChange, table: TableInfo) -> None:
+        """Add one row change (buffering is allowed)."""
+
+    @abstractmethod
+    def close(self) -> dict[str, Any]:
+        """Make everything written durable; return a small JSON-able commit message."""
+
+    def abort(self) -> None:
+        """Called instead of ``close`` when the task fails; release resources."""
+        return None
+
+
+class Sink(ABC):
+    """A destination of change events (see the module docstring for the call order)."""
+
+    scheme: str = ""
+
+    def __init__(self, uri: str, config: ReplicaConfig, changefeed_id: str = "default") -> None:
+        self.uri = uri
+        self.config = config
+        self.changefeed_id = changefeed_id
+
+    @property
+    def num_writers(self) -> int:
+        """How many route groups (Spark writer tasks) a batch is split into."""
+        return 1
+
+    def route(self, row: RowChange, table: TableInfo) -> int:
+        """The route group of a row; by default every row of a table goes to the same group."""
+        return table_route(row.schema, row.table, self.num_writers)
+
+    def check(self) -> None:
+        """Driver, before the changefeed starts: reach the sink and verify settings."""
+        return None
+
+    def apply_ddl(self, ddl: DDLEvent) -> None:
+        """Driver: apply/emit one DDL after every earlier row is durable."""
+        return None
+
+    @abstractmethod
+    def open_writer(self, ctx: WriterContext) -> PartitionWriter:
+        """Executor: a writer for one route group of one batch."""
+
+    def commit(self, batch_id: int, messages: list[dict[str, Any]], checkpoint_ts: int) -> None:
+        """Driver: every writer of the batch succeeded; record checkpoint_ts if the sink keeps one."""
+        return None
+
+    def close(self) -> None:
+        """Driver: release resources at shutdown."""
+        return None
+
+
+def table_route(schema: str, table: str, n: int) -> int:
+    """crc32(schema‖table) % n: the same group for every row of a table."""
+    if n <= 1:
+        return 0
+    return zlib.crc32((schema + table).encode()) % n
+
+
+SinkFactory = Callable[[str, "ReplicaConfig", str], Sink]

@@ -1,0 +1,94 @@
+"""The current shape of the meta database (the migrations in ``migrations.py`` build it).
+
+Times are Unix seconds (``DOUBLE``); ts columns hold TiCDC-shaped commit_ts values.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Column,
+    Double,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+)
+
+metadata = MetaData()
+
+schema_migrations = Table(
+    "schema_migrations",
+    metadata,
+    Column("version", Integer, primary_key=True),
+    Column("name", String(255), nullable=False),
+    Column("applied_at", Double, nullable=False),
+)
+
+changefeeds = Table(
+    "changefeeds",
+    metadata,
+    Column("namespace", String(128), primary_key=True),
+    Column("id", String(128), primary_key=True),
+    Column("upstream_uri", Text, nullable=False),
+    Column("sink_uri", Text, nullable=False),
+    Column("config", JSON, nullable=False),
+    Column("state", String(16), nullable=False),
+    Column("error", JSON(none_as_null=True), nullable=True),
+    Column("warning", Text, nullable=True),
+    Column("owner", String(64), nullable=True),
+    Column("lease_expire_at", Double, nullable=True),
+    Column("epoch", BigInteger, nullable=False),
+    Column("version", BigInteger, nullable=False),
+    Column("start_ts", BigInteger, nullable=True),
+    Column("target_ts", BigInteger, nullable=True),
+    Column("checkpoint_ts", BigInteger, nullable=False),
+    Column("resolved_ts", BigInteger, nullable=False),
+    Column("subscriber_name", String(255), nullable=True, unique=True),
+    Column("stats", JSON(none_as_null=True), nullable=True),
+    Column("created_at", Double, nullable=False),
+    Column("updated_at", Double, nullable=False),
+)
+
+range_progress = Table(
+    "range_progress",
+    metadata,
+    Column("namespace", String(128), primary_key=True),
+    Column("changefeed_id", String(128), primary_key=True),
+    Column("schema_name", String(255), primary_key=True),
+    Column("table_name", String(255), primary_key=True),
+    Column("range_id", BigInteger, primary_key=True, autoincrement=False),
+    Column("stage", String(16), nullable=False),
+    Column("snapshot_version", BigInteger, nullable=True),
+    Column("last_snapshot_key", JSON(none_as_null=True), nullable=True),
+    Column("last_log_position", JSON(none_as_null=True), nullable=True),
+    Column("rows_copied", BigInteger, nullable=False),
+    Column("parent_range_id", BigInteger, nullable=True),
+    Column("version", BigInteger, nullable=False),
+    Column("updated_at", Double, nullable=False),
+)
+
+schema_history = Table(
+    "schema_history",
+    metadata,
+    Column("upstream_id", String(255), primary_key=True),
+    Column("schema_name", String(255), primary_key=True),
+    Column("table_name", String(255), primary_key=True),
+    Column("version", BigInteger, primary_key=True, autoincrement=False),
+    Column("table_info", JSON(none_as_null=True), nullable=True),
+    Column("query", Text, nullable=False),
+    Column("created_at", Double, nullable=False),
+)
+
+servers = Table(
+    "servers",
+    metadata,
+    Column("id", String(64), primary_key=True),
+    Column("address", String(255), nullable=False),
+    Column("version", String(64), nullable=False),
+    Column("pid", Integer, nullable=False),
+    Column("heartbeat_at", Double, nullable=False),
+    Column("started_at", Double, nullable=False),
+)

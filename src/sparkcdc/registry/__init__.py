@@ -1,0 +1,1 @@
+"""A Confluent-compatible Avro schema registry: durable store, compatibility checks, HTTP server."""

@@ -1,0 +1,277 @@
+"""Object storage through fsspec: file://, s3://, gcs:// (gs://), azure:// (azblob://).
+
+``StorageBackend`` is built from a ``ParsedURI`` (it reads and so claims the
+backend's own URI parameters), is picklable, and opens its filesystem lazily
+so that each Spark executor connects on its own.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import posixpath
+import tempfile
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from sparkcdc.config.uri import ParsedURI, redact_uri
+from sparkcdc.errors import SinkError, SinkUnavailable, SinkURIError
+
+STORAGE_SCHEMES = ("file", "s3", "gcs", "gs", "azure", "azblob")
+
+
+@dataclass
+class StorageBackend:
+    """A storage root (a local directory, a bucket + prefix) and how to reach it."""
+
+    scheme: str
+    root: str
+    options: dict[str, Any] = field(default_factory=dict)
+    display: str = ""
+    _fs: Any = field(default=None, repr=False, compare=False)
+
+    @classmethod
+    def from_uri(cls, p: ParsedURI) -> StorageBackend:
+        """Read the scheme-specific parameters of a storage URI (the caller rejects leftovers)."""
+        scheme = p.scheme
+        display = redact_uri(p.raw)
+        host = p.hosts[0][0] if p.hosts else ""
+        if scheme == "file":
+            root = (host + p.path) if host else p.path
+            if not root:
+                raise SinkURIError(f"storage URI {display!r} has no directory: use file:///absolute/dir")
+            return cls("file", os.path.abspath(root), {}, display)
+        if scheme not in STORAGE_SCHEMES:
+            raise SinkURIError(
+                f"storage URI scheme {scheme!r} is not supported (in {display!r}); "
+                f"use one of: {', '.join(STORAGE_SCHEMES)}"
+            )
+        if not host:
+            raise SinkURIError(f"storage URI {display!r} has no bucket: use {scheme}://bucket/prefix")
+        root = (host + "/" + p.path.strip("/")).rstrip("/")
+        if scheme == "s3":
+            return cls("s3", root, _s3_options(p), display)
+        if scheme in ("gcs", "gs"):
+            opts: dict[str, Any] = {}
+            creds = p.get_str("credentials-file")
+            if creds:
+                opts["token"] = creds
+            endpoint = p.get_str("endpoint")
+            if endpoint:
+                opts["endpoint_url"] = endpoint
+            return cls("gcs", root, opts, display)
+        return cls("azure", root, _azure_options(p, display), display)
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_fs"] = None
+        return state
+
+    @property
+    def fs(self) -> Any:
+        """The fsspec filesystem (created on first use)."""
+        if self._fs is None:
+            self._fs = self._open()
+        return self._fs
+
+    def _open(self) -> Any:
+        if self.scheme == "file":
+            from fsspec.implementations.local import LocalFileSystem
+
+            return LocalFileSystem()
+        if self.scheme == "s3":
+            import s3fs
+
+            return s3fs.S3FileSystem(**self.options)
+        if self.scheme == "gcs":
+            try:
+                import gcsfs
+            except ModuleNotFoundError as exc:
+                raise SinkError("the gcs:// storage sink needs gcsfs: pip install 'sparkcdc[gcs]'") from exc
+            return gcsfs.GCSFileSystem(**self.options)
+        try:
+            import adlfs
+        except ModuleNotFoundError as exc:
+            raise SinkError("the azure:// storage sink needs adlfs: pip install 'sparkcdc[azure]'") from exc
+        return adlfs.AzureBlobFileSystem(**self.options)
+
+    def full(self, rel: str) -> str:
+        """The backend path of a path relative to the root."""
+        return posixpath.join(self.root, rel) if rel else self.root
+
+    def write(self, rel: str, data: bytes) -> None:
+        """Write a whole object atomically (local files: temp file, fsync, rename)."""
+        path = self.full(rel)
+        try:
+            if self.scheme == "file":
+                _write_local_atomic(path, data)
+            else:
+                self.fs.pipe_file(path, data)
+        except OSError as exc:
+            raise _io_error("write", path, exc) from exc
+
+    def read(self, rel: str) -> bytes | None:
+        """A whole object, or None if it does not exist."""
+        path = self.full(rel)
+        try:
+            data: bytes = self.fs.cat_file(path)
+            return data
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise _io_error("read", path, exc) from exc
+
+    def size(self, rel: str) -> int | None:
+        """The size of an object, or None if it does not exist."""
+        path = self.full(rel)
+        try:
+            return int(self.fs.size(path))
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise _io_error("stat", path, exc) from exc
+
+    def exists(self, rel: str) -> bool:
+        """Whether an object exists."""
+        try:
+            return bool(self.fs.exists(self.full(rel)))
+        except OSError as exc:
+            raise _io_error("stat", self.full(rel), exc) from exc
+
+    def list_dir(self, rel: str) -> list[str]:
+        """Names of the objects directly under a directory ([] if missing)."""
+        path = self.full(rel)
+        try:
+            entries = (
+                self.fs.ls(path, detail=False, refresh=True)
+                if self.scheme != "file"
+                else self.fs.ls(path, detail=False)
+            )
+        except FileNotFoundError:
+            return []
+        except OSError as exc:
+            raise _io_error("list", path, exc) from exc
+        return [posixpath.basename(str(e).rstrip("/")) for e in entries]
+
+    def walk_files(self) -> dict[str, int]:
+        """Every object under the root: relative path → size."""
+        try:
+            if self.scheme != "file":
+                self.fs.invalidate_cache()
+            found = self.fs.find(self.root, detail=True)
+        except FileNotFoundError:
+            return {}
+        except OSError as exc:
+            raise _io_error("list", self.root, exc) from exc
+        root = self.root.rstrip("/") + "/"
+        prefix_len = len(self.fs._strip_protocol(root)) if self.scheme != "file" else len(root)
+        out: dict[str, int] = {}
+        for path, info in found.items():
+            if info.get("type") == "directory":
+                continue
+            rel = str(path)[prefix_len:] if self.scheme != "file" else os.path.relpath(path, self.root)
+            if self.scheme == "file":
+                rel = rel.replace(os.sep, "/")
+            if "/." in "/" + rel:  # temp files of an atomic write in progress
+                continue
+            out[rel] = int(info.get("size") or 0)
+        return out
+
+
+def _s3_options(p: ParsedURI) -> dict[str, Any]:
+    opts: dict[str, Any] = {}
+    client: dict[str, Any] = {}
+    config: dict[str, Any] = {}
+    extra: dict[str, Any] = {}
+    key, secret = p.get_str("access-key"), p.get_str("secret-access-key")
+    if bool(key) != bool(secret):
+        raise SinkURIError(
+            f"storage URI {redact_uri(p.raw)!r}: access-key and secret-access-key must be given together"
+        )
+    if key:
+        opts["key"], opts["secret"] = key, secret
+    token = p.get_str("session-token")
+    if token:
+        opts["token"] = token
+    endpoint = p.get_str("endpoint")
+    if endpoint:
+        if not endpoint.startswith(("http://", "https://")):
+            raise SinkURIError(
+                f"invalid endpoint {endpoint!r} in storage URI: expected http://host:port or https://host"
+            )
+        opts["endpoint_url"] = endpoint
+    region = p.get_str("region")
+    if region:
+        client["region_name"] = region
+    if p.get_bool("force-path-style", False):
+        config["s3"] = {"addressing_style": "path"}
+    for param, arg in (
+        ("storage-class", "StorageClass"),
+        ("sse", "ServerSideEncryption"),
+        ("sse-kms-key-id", "SSEKMSKeyId"),
+        ("acl", "ACL"),
+    ):
+        v = p.get_str(param)
+        if v:
+            extra[arg] = v
+    if client:
+        opts["client_kwargs"] = client
+    if config:
+        opts["config_kwargs"] = config
+    if extra:
+        opts["s3_additional_kwargs"] = extra
+    opts["skip_instance_cache"] = True
+    return opts
+
+
+def _azure_options(p: ParsedURI, display: str) -> dict[str, Any]:
+    account = p.get_str("account-name") or os.environ.get("AZURE_STORAGE_ACCOUNT")
+    key = p.get_str("account-key")
+    sas = p.get_str("sas-token")
+    endpoint = p.get_str("endpoint")
+    if not account:
+        raise SinkURIError(f"storage URI {display!r} needs account-name=<storage account>")
+    if key and sas:
+        raise SinkURIError(f"storage URI {display!r}: give either sas-token or account-key, not both")
+    if not key and not sas:
+        raise SinkURIError(f"storage URI {display!r} needs sas-token=<token> or account-key=<key>")
+    opts: dict[str, Any] = {"account_name": account}
+    if endpoint:
+        cs = f"AccountName={account};BlobEndpoint={endpoint.rstrip('/')};"
+        cs += f"AccountKey={key};" if key else f"SharedAccessSignature={sas.lstrip('?') if sas else ''};"
+        opts = {"connection_string": cs}
+    elif key:
+        opts["account_key"] = key
+    else:
+        opts["sas_token"] = sas
+    return opts
+
+
+def _write_local_atomic(path: str, data: bytes) -> None:
+    directory = os.path.dirname(path)
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix="-" + uuid.uuid4().hex[:8], dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass  # the temp file is already gone; the original error is what matters
+        raise
+
+
+def _io_error(op: str, path: str, exc: OSError) -> Exception:
+    if isinstance(exc, PermissionError) or exc.errno in (
+        errno.EACCES,
+        errno.EPERM,
+        errno.EROFS,
+        errno.ENOSPC,
+    ):
+        return SinkError(f"cannot {op} {path!r} in the storage sink: {exc}")
+    return SinkUnavailable(f"cannot {op} {path!r} in the storage sink (will retry): {exc}")

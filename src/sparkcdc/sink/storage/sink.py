@@ -1,0 +1,129 @@
+"""``StorageSink``: TiCDC's storage sink layout on any fsspec filesystem (spec §3)."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+from sparkcdc.model import DDLEvent, DDLType
+from sparkcdc.sink.base import PartitionWriter, Sink, WriterContext
+from sparkcdc.sink.storage.encoding import RowEncoder
+from sparkcdc.sink.storage.layout import METADATA_FILE, metadata_body, parse_schema_file_path, schema_meta_dir
+from sparkcdc.sink.storage.schema_file import TableDefinition
+from sparkcdc.sink.storage.settings import StorageSettings
+from sparkcdc.sink.storage.writer import StorageWriter
+
+if TYPE_CHECKING:
+    from sparkcdc.config.replica import ReplicaConfig
+
+log = logging.getLogger(__name__)
+
+METADATA_MIN_INTERVAL = 2.0
+"""Seconds between two ``metadata`` writes (TiCDC's throttle); ``flush_metadata`` bypasses it."""
+
+_SCHEMA_LEVEL = frozenset({DDLType.CREATE_SCHEMA, DDLType.DROP_SCHEMA, DDLType.ALTER_SCHEMA})
+
+
+class StorageSink(Sink):
+    """Writes CSV or canal-json files, schema files and the ``metadata`` checkpoint."""
+
+    scheme = "file"
+
+    def __init__(self, uri: str, config: ReplicaConfig, changefeed_id: str = "default") -> None:
+        super().__init__(uri, config, changefeed_id)
+        self.settings = StorageSettings.from_uri(uri, config)
+        self.scheme = self.settings.backend.scheme
+        # Building the encoder validates the [sink.csv]/codec options now, on the driver.
+        self.encoder = RowEncoder(self.settings.protocol, config, self.settings.enable_tidb_extension)
+        self._last_metadata_time = 0.0
+        self._last_checkpoint: int | None = None
+        self._pending_checkpoint: int | None = None
+
+    @property
+    def num_writers(self) -> int:
+        """``worker-count``: rows are grouped by crc32(schema‖table) % worker-count."""
+        return self.settings.worker_count
+
+    @property
+    def flush_interval(self) -> float:
+        """``flush-interval`` in seconds (the pipeline's trigger interval for this sink)."""
+        return self.settings.flush_interval
+
+    @property
+    def backend(self) -> Any:
+        """The storage backend (root + fsspec filesystem)."""
+        return self.settings.backend
+
+    def check(self) -> None:
+        """Reach the storage: list the root (creates nothing)."""
+        self.settings.backend.list_dir("")
+
+    def apply_ddl(self, ddl: DDLEvent) -> None:
+        """Write the DDL's table or database schema file."""
+        version = ddl.table_version or ddl.commit_ts
+        if ddl.table_version != version:
+            ddl = _with_version(ddl, version)
+        if ddl.ddl_type in _SCHEMA_LEVEL or not ddl.table:
+            d = TableDefinition.from_ddl(_schema_level(ddl), None, self.settings.output_column_id)
+        else:
+            info = ddl.table_info
+            d = TableDefinition.from_ddl(ddl, info, self.settings.output_column_id)
+            if info is None:
+                # DROP TABLE/VIEW carry no new shape; TiCDC writes the dropped table's columns.
+                prev = self._latest_table_definition(ddl.schema, ddl.table)
+                if prev is not None:
+                    d.columns, d.total_columns = prev.columns, prev.total_columns
+        path = d.path()
+        self.settings.backend.write(path, d.marshal())
+        log.info("storage sink: wrote schema file %s for DDL %r", path, ddl.query)
+
+    def _latest_table_definition(self, schema: str, table: str) -> TableDefinition | None:
+        meta = schema_meta_dir(schema, table)
+        best: tuple[int, str] | None = None
+        for name in self.settings.backend.list_dir(meta):
+            parsed = parse_schema_file_path(f"{meta}/{name}")
+            if parsed and (best is None or parsed[2] > best[0]):
+                best = (parsed[2], f"{meta}/{name}")
+        if best is None:
+            return None
+        data = self.settings.backend.read(best[1])
+        return TableDefinition.parse(data, best[1]) if data else None
+
+    def open_writer(self, ctx: WriterContext) -> PartitionWriter:
+        """A writer for one route group of one batch."""
+        return StorageWriter(self.settings, ctx, self.encoder)
+
+    def commit(self, batch_id: int, messages: list[dict[str, Any]], checkpoint_ts: int) -> None:
+        """Record ``checkpoint_ts`` in ``metadata`` (at most every 2 s; see ``flush_metadata``)."""
+        files = sum(len(m.get("files", ())) for m in messages)
+        rows = sum(int(m.get("rows", 0)) for m in messages)
+        log.debug("storage sink: batch %d committed %d rows in %d files", batch_id, rows, files)
+        if time.monotonic() - self._last_metadata_time < METADATA_MIN_INTERVAL:
+            self._pending_checkpoint = checkpoint_ts
+            return
+        self.flush_metadata(checkpoint_ts)
+
+    def flush_metadata(self, checkpoint_ts: int | None = None) -> None:
+        """Write ``metadata`` now (the last throttled checkpoint when ``checkpoint_ts`` is None)."""
+        ts = checkpoint_ts if checkpoint_ts is not None else self._pending_checkpoint
+        if ts is None:
+            return
+        self.settings.backend.write(METADATA_FILE, metadata_body(ts))
+        self._last_metadata_time = time.monotonic()
+        self._last_checkpoint = ts
+        self._pending_checkpoint = None
+
+    def close(self) -> None:
+        """Write a checkpoint that the throttle held back."""
+        if self._pending_checkpoint is not None:
+            self.flush_metadata()
+
+
+def _with_version(ddl: DDLEvent, version: int) -> DDLEvent:
+    return dataclasses.replace(ddl, table_version=version)
+
+
+def _schema_level(ddl: DDLEvent) -> DDLEvent:
+    return dataclasses.replace(ddl, table="", table_info=None)

@@ -1,0 +1,201 @@
+"""Executor side of the storage sink: buffer rows per data directory, write files + index.
+
+For each (schema, table, version) directory a writer keeps one buffer; a buffer
+becomes a file when it reaches ``file-size`` (never inside a transaction with
+``transaction-atomicity = "table"``) and at ``close()``. Every file is preceded
+by its ``meta/CDC.index``, so a restarted writer continues the numbering.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from sparkcdc.errors import SchemaError
+from sparkcdc.model import RowChange, TableInfo
+from sparkcdc.sink.base import PartitionWriter, WriterContext
+from sparkcdc.sink.storage.backend import StorageBackend
+from sparkcdc.sink.storage.encoding import RowEncoder, split_update
+from sparkcdc.sink.storage.layout import (
+    DataDir,
+    data_file_name,
+    date_str,
+    parse_index_file,
+    parse_schema_file_path,
+    schema_meta_dir,
+)
+from sparkcdc.sink.storage.schema_file import TableDefinition
+from sparkcdc.sink.storage.settings import StorageSettings
+
+log = logging.getLogger(__name__)
+
+# (storage root, schema, table, row version) -> the version directory its files go to.
+# Schema files are immutable once written, so the answer can be kept per process.
+_VERSION_CACHE: dict[tuple[str, str, str, str, int], int] = {}
+_VERSION_LOCK = threading.Lock()
+
+
+def ensure_table_schema(
+    backend: StorageBackend, info: TableInfo, version: int, output_column_id: bool = False
+) -> int:
+    """TiCDC's ``CheckOrWriteSchema``: the version directory for a table's rows at ``version``.
+
+    The exact schema file exists → ``version``; else the newest schema file with
+    the same checksum → its version; else (the table existed before the
+    changefeed) the schema file is written now with an empty Query.
+    """
+    key = (backend.scheme, backend.root, info.schema, info.table, version)
+    with _VERSION_LOCK:
+        cached = _VERSION_CACHE.get(key)
+    if cached is not None:
+        return cached
+    d = TableDefinition.from_table_info(info, version, output_column_id)
+    checksum = d.checksum()
+    if version > 0 and backend.exists(d.path()):
+        resolved = version
+    else:
+        best = 0
+        for name in backend.list_dir(schema_meta_dir(info.schema, info.table)):
+            parsed = parse_schema_file_path(f"{schema_meta_dir(info.schema, info.table)}/{name}")
+            if parsed and parsed[3] == checksum:
+                best = max(best, parsed[2])
+        if best:
+            resolved = best
+        elif version > 0:
+            backend.write(d.path(), d.marshal())
+            resolved = version
+        else:
+            raise SchemaError(
+                f"table {info.schema}.{info.table} has no table version (0) and no schema file in "
+                f"storage matches its shape; the capture must give rows the commit_ts of the DDL (or "
+                f"of the changefeed start) that produced the table shape"
+            )
+    with _VERSION_LOCK:
+        _VERSION_CACHE[key] = resolved
+    return resolved
+
+
+@dataclass
+class _Buffer:
+    """Encoded rows waiting for one data directory."""
+
+    schema: str
+    table: str
+    version: int
+    info: TableInfo
+    chunks: list[bytes] = field(default_factory=list)
+    size: int = 0
+    rows: int = 0
+    last_commit_ts: int = 0
+    full: bool = False
+
+
+class StorageWriter(PartitionWriter):
+    """Writes one route group of one batch into data files."""
+
+    def __init__(self, settings: StorageSettings, ctx: WriterContext, encoder: RowEncoder) -> None:
+        self.settings = settings
+        self.backend = settings.backend
+        self.ctx = ctx
+        self.encoder = encoder
+        self._buffers: dict[tuple[str, str, int], _Buffer] = {}
+        self._next_index: dict[str, int] = {}
+        self._files: list[str] = []
+        self._rows = 0
+        self._bytes = 0
+        self._max_commit_ts = 0
+
+    def write(self, row: RowChange, table: TableInfo) -> None:
+        """Encode a row into its directory's buffer (flushing a full buffer between transactions)."""
+        version = ensure_table_schema(self.backend, table, row.table_version, self.settings.output_column_id)
+        key = (row.schema, row.table, version)
+        buf = self._buffers.get(key)
+        if buf is None:
+            buf = self._buffers[key] = _Buffer(row.schema, row.table, version, table)
+        if buf.full and (
+            self.settings.transaction_atomicity != "table" or row.commit_ts != buf.last_commit_ts
+        ):
+            self._flush(buf)
+        if buf.rows and row.commit_ts < buf.last_commit_ts:
+            raise SchemaError(
+                f"rows for {row.schema}.{row.table} arrived out of commit order "
+                f"({row.commit_ts} after {buf.last_commit_ts}); the pipeline must sort each group by "
+                f"(commit_ts, seq)"
+            )
+        rows = [row] if self.settings.output_raw_change_event else split_update(row, table)
+        for r in rows:
+            data = self.encoder.encode(r, table)
+            buf.chunks.append(data)
+            buf.size += len(data)
+        buf.rows += 1
+        buf.last_commit_ts = row.commit_ts
+        self._max_commit_ts = max(self._max_commit_ts, row.commit_ts)
+        if buf.size >= self.settings.file_size:
+            buf.full = True
+
+    def close(self) -> dict[str, Any]:
+        """Write every buffer as a file; return the files written."""
+        for buf in self._buffers.values():
+            self._flush(buf)
+        self._buffers.clear()
+        return {
+            "writer_id": self.ctx.writer_id,
+            "files": list(self._files),
+            "rows": self._rows,
+            "bytes": self._bytes,
+            "max_commit_ts": self._max_commit_ts,
+        }
+
+    def abort(self) -> None:
+        """Drop buffered rows; files already written stay (a retry writes new ones)."""
+        self._buffers.clear()
+
+    def _flush(self, buf: _Buffer) -> None:
+        if not buf.chunks:
+            buf.full = False
+            return
+        directory = DataDir(buf.schema, buf.table, buf.version, None, date_str(self.settings.date_separator))
+        index = self._allocate_index(directory)
+        name = data_file_name(index, self.settings.extension, self.settings.file_index_width)
+        header = self.encoder.header(buf.info)
+        body = header + b"".join(buf.chunks) if header else b"".join(buf.chunks)
+        # The index goes first: a crash between the two leaves an index naming a missing
+        # file, which the next writer reuses instead of skipping a number.
+        self.backend.write(directory.index_path, (name + "\n").encode())
+        path = f"{directory.path}/{name}"
+        self.backend.write(path, body)
+        self._files.append(path)
+        self._rows += buf.rows
+        self._bytes += len(body)
+        buf.chunks = []
+        buf.size = 0
+        buf.rows = 0
+        buf.full = False
+
+    def _allocate_index(self, directory: DataDir) -> int:
+        key = directory.path
+        nxt = self._next_index.get(key)
+        if nxt is None:
+            nxt = next_file_index(
+                self.backend, directory, self.settings.extension, self.settings.file_index_width
+            )
+        self._next_index[key] = nxt + 1
+        return nxt
+
+
+def next_file_index(backend: StorageBackend, directory: DataDir, extension: str, width: int) -> int:
+    """The number of the next data file in a directory, from its ``meta/CDC.index``.
+
+    No index → 1; the indexed file exists and is non-empty → its number + 1;
+    otherwise (written index, lost data file) the indexed number is reused.
+    """
+    data = backend.read(directory.index_path)
+    if data is None:
+        return 1
+    last = parse_index_file(data, extension)
+    size = backend.size(directory.file_path(last, extension, width))
+    if size:
+        return last + 1
+    return max(last, 1)

@@ -325,3 +325,33 @@ def validate(cfg: ReplicaConfig) -> None:
                 f"sink.dispatchers[{i}]: dispatcher and partition cannot be configured both "
                 f"(got dispatcher={rule.dispatcher!r}, partition={rule.partition!r}); keep only partition"
             )
+    _validate_rules(cfg)
+
+
+def _validate_rules(cfg: ReplicaConfig) -> None:
+    """Parse every table-filter rule and dispatcher so a bad one is refused at load time."""
+    # imported lazily: sparkcdc.dispatch refers back to this module's DispatchRule
+    from sparkcdc.dispatch.router import build_route
+    from sparkcdc.errors import FilterRuleError
+    from sparkcdc.filter import TableFilter
+
+    def parse(rules: list[str], where: str) -> None:
+        try:
+            TableFilter(rules, cfg.case_sensitive)
+        except FilterRuleError as exc:
+            raise FilterRuleError(f"{where}: {exc.message}") from None
+
+    parse(cfg.filter.rules, "filter.rules")
+    for i, ev in enumerate(cfg.filter.event_filters):
+        parse(ev.matcher, f"filter.event-filters[{i}].matcher")
+    for i, sel in enumerate(cfg.sink.column_selectors):
+        parse(sel.matcher, f"sink.column-selectors[{i}].matcher")
+    for i, rule in enumerate(cfg.sink.dispatchers):
+        # the sink URI (default topic) is not known here; the sink builds the real EventRouter
+        build_route(
+            rule,
+            default_topic="",
+            protocol=cfg.sink.protocol,
+            case_sensitive=cfg.case_sensitive,
+            where=f"sink.dispatchers[{i}]",
+        )

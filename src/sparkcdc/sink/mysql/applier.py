@@ -1,0 +1,365 @@
+"""Apply row changes and DDLs to a downstream MySQL/MariaDB/TiDB, TiCDC style.
+
+Used by the MySQL sink (in Spark executors for rows, on the driver for DDL) and
+by the consumers that replay storage files or Kafka messages::
+
+    applier = MySQLApplier(ConnParams(host="127.0.0.1", port=3306), safe_mode=False)
+    applier.apply_ddl("shop", "CREATE TABLE orders (id INT PRIMARY KEY, note TEXT)")
+    applier.apply_rows([(row_change, table_info), ...], replicating_ts=checkpoint)
+    applier.close()
+
+Semantics (spec §7, TiCDC's ``cdc/sink/dmlsink/txn/mysql``):
+
+- Rows are applied in the order given (commit order); the rows of one upstream
+  transaction (one ``commit_ts``) go into one downstream transaction when they
+  fit in ``max_txn_row``; consecutive small transactions share one downstream
+  transaction up to ``max_txn_row`` rows. A larger transaction is split into
+  ``max_txn_row`` pieces unless ``split_txn=False`` (transaction-atomicity=table).
+- Safe mode (``safe_mode=True``, or a row with ``commit_ts <= replicating_ts``):
+  INSERT → ``REPLACE``, UPDATE → ``DELETE`` (old key, only if it changed) +
+  ``REPLACE``; replaying such rows any number of times gives the same table.
+- Otherwise rows use plain INSERT/UPDATE/DELETE; a duplicate-key error rolls the
+  downstream transaction back and applies it again in safe mode (the row was
+  already there: a replay after a restart).
+- Tables without a handle key (no PK, no NOT NULL unique key): DELETE/UPDATE
+  match every stored column NULL-safely (``<=>``) with ``LIMIT 1``. Replaying an
+  INSERT into such a table cannot be made idempotent (TiCDC has the same limit).
+- Connection faults and deadlocks are retried on a fresh connection (the retried
+  transaction runs in safe mode, as its commit may have happened); when retries
+  run out a ``SinkUnavailable`` (transient) is raised; any other downstream
+  refusal raises ``SinkError`` (permanent).
+- ``apply_ddl`` tolerates re-applying a DDL that already took effect (exists /
+  does not exist / duplicate column or key errors), so a replay after a
+  restart does not fail.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pymysql
+
+from sparkcdc.errors import SinkError, SparkCdcError
+from sparkcdc.model import RowChange, TableInfo
+from sparkcdc.sink.mysql.connection import (
+    ER_BAD_DB,
+    ER_DUP_ENTRY,
+    ConnParams,
+    classify,
+    connect,
+    error_code,
+)
+from sparkcdc.sink.mysql.statements import Statement, StatementPlanner, TablePlan, quote_ident_raw
+
+log = logging.getLogger(__name__)
+
+# DDL errors that mean "this DDL already took effect" (TiCDC's IsIgnorableMySQLDDLError).
+IGNORABLE_DDL_CODES: dict[int, str] = {
+    1007: "database exists",
+    1008: "database does not exist",
+    1050: "table exists",
+    1051: "unknown table",
+    1054: "unknown column",
+    1060: "duplicate column",
+    1061: "duplicate key name",
+    1068: "multiple primary key",
+    1091: "can't drop field or key",
+    1176: "key does not exist",
+    1507: "partition does not exist",
+    1517: "duplicate partition name",
+    4028: "constraint does not exist",
+}
+ER_NO_SUCH_TABLE = 1146
+_RENAME = re.compile(r"^\s*(RENAME\s+TABLE|ALTER\s+TABLE\s+\S+\s+RENAME\s+(TO|AS)?)", re.IGNORECASE)
+
+Pair = tuple[RowChange, TableInfo]
+
+
+@dataclass
+class ApplierStats:
+    """Counters for tests, logs and the benchmark."""
+
+    rows: int = 0
+    txns: int = 0
+    statements: int = 0
+    round_trips: int = 0
+    safe_retries: int = 0
+    retries: int = 0
+    ddls: int = 0
+    ddls_skipped: int = 0
+
+
+class MySQLApplier:
+    """Applies RowChange/DDL to one downstream over one connection (not thread-safe)."""
+
+    def __init__(
+        self,
+        conn_params: ConnParams,
+        safe_mode: bool = False,
+        max_txn_row: int = 256,
+        *,
+        split_txn: bool = True,
+        batch_dml: bool = True,
+        multi_statement: bool = True,
+        max_multi_update_row: int = 40,
+        max_statement_bytes: int = 4 << 20,
+        max_retries: int = 5,
+        retry_backoff: float = 0.5,
+        retry_backoff_max: float = 10.0,
+    ) -> None:
+        if max_txn_row <= 0:
+            raise ValueError(f"max_txn_row must be > 0, got {max_txn_row}")
+        self.params = conn_params
+        self.safe_mode = safe_mode
+        self.max_txn_row = max_txn_row
+        self.split_txn = split_txn
+        self.batch_dml = batch_dml
+        self.multi_statement = multi_statement and conn_params.multi_statements
+        self.max_multi_update_row = max(1, max_multi_update_row)
+        self.max_statement_bytes = max_statement_bytes
+        self.max_retries = max_retries
+        self.retry_backoff = retry_backoff
+        self.retry_backoff_max = retry_backoff_max
+        self.stats = ApplierStats()
+        self._conn: pymysql.Connection | None = None
+        self._plans: dict[int, tuple[TableInfo, TablePlan]] = {}
+
+    # -- connections ---------------------------------------------------------------------------
+
+    def connection(self) -> pymysql.Connection:
+        """The open downstream connection (opened on first use)."""
+        if self._conn is None:
+            self._conn, self.params = connect(self.params, autocommit=False)
+        return self._conn
+
+    def _drop_connection(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            try:
+                conn.close()
+            except pymysql.err.Error:
+                # Already broken; the fault that brought us here is what gets reported.
+                pass
+
+    def close(self) -> None:
+        """Close the connection."""
+        self._drop_connection()
+
+    def __enter__(self) -> MySQLApplier:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _backoff(self, attempt: int) -> None:
+        time.sleep(min(self.retry_backoff_max, self.retry_backoff * (2 ** (attempt - 1))))
+
+    # -- DDL -----------------------------------------------------------------------------------
+
+    def apply_ddl(self, schema: str | None, query: str) -> bool:
+        """Run one DDL in ``schema``; False if it had already taken effect (ignored error)."""
+        attempt = 0
+        while True:
+            try:
+                return self._exec_ddl(schema, query)
+            except (pymysql.err.Error, OSError) as exc:
+                err = classify(exc, f"applying DDL {query!r} in schema {schema!r}")
+                self._drop_connection()
+                if not err.transient or attempt >= self.max_retries:
+                    raise err from exc
+                attempt += 1
+                self.stats.retries += 1
+                log.warning("retrying DDL (attempt %d/%d): %s", attempt, self.max_retries, err.message)
+                self._backoff(attempt)
+
+    def _exec_ddl(self, schema: str | None, query: str) -> bool:
+        conn = self.connection()
+        with conn.cursor() as cur:
+            if schema:
+                try:
+                    cur.execute("USE " + quote_ident_raw(schema))
+                except pymysql.err.OperationalError as exc:
+                    # CREATE/DROP DATABASE of that very schema: run it without a current schema.
+                    if error_code(exc) != ER_BAD_DB:
+                        raise
+            try:
+                cur.execute(query)
+            except pymysql.err.MySQLError as exc:
+                code = error_code(exc)
+                why = IGNORABLE_DDL_CODES.get(code or 0)
+                if why is None and code == ER_NO_SUCH_TABLE and _RENAME.match(query):
+                    why = "renamed table no longer exists"
+                if why is None:
+                    raise
+                conn.rollback()
+                self.stats.ddls_skipped += 1
+                log.warning("DDL already applied downstream (%s), skipped: %s (%s)", why, query, exc)
+                return False
+        conn.commit()
+        self.stats.ddls += 1
+        return True
+
+    # -- rows ----------------------------------------------------------------------------------
+
+    def plan(self, table: TableInfo) -> TablePlan:
+        """The cached statement plan of a table shape."""
+        hit = self._plans.get(id(table))
+        if hit is not None and hit[0] is table:
+            return hit[1]
+        if len(self._plans) > 4096:
+            self._plans.clear()
+        p = TablePlan.build(table)
+        self._plans[id(table)] = (table, p)
+        return p
+
+    def apply_rows(self, rows: Iterable[Pair], replicating_ts: int | None = None) -> int:
+        """Apply row changes in the given (commit) order; returns how many were applied."""
+        n = 0
+        for chunk in self._chunks(rows):
+            self._apply_chunk(chunk, replicating_ts)
+            n += len(chunk)
+        return n
+
+    def _chunks(self, rows: Iterable[Pair]) -> Iterator[list[Pair]]:
+        """Downstream transactions: whole upstream transactions packed up to max_txn_row rows."""
+        pending: list[Pair] = []
+        txn: list[Pair] = []
+        txn_ts: int | None = None
+        limit = self.max_txn_row
+
+        def close_txn() -> Iterator[list[Pair]]:
+            nonlocal pending, txn
+            if pending and len(pending) + len(txn) > limit:
+                yield pending
+                pending = []
+            if len(txn) > limit:
+                if self.split_txn:
+                    for i in range(0, len(txn), limit):
+                        yield txn[i : i + limit]
+                else:
+                    yield txn
+            else:
+                pending.extend(txn)
+            txn = []
+
+        for pair in rows:
+            ts = pair[0].commit_ts
+            if txn and ts != txn_ts:
+                yield from close_txn()
+            txn_ts = ts
+            txn.append(pair)
+            if self.split_txn and len(txn) >= limit and not pending:
+                # A big transaction: stream it in pieces instead of holding it whole.
+                yield txn
+                txn = []
+        yield from close_txn()
+        if pending:
+            yield pending
+
+    def _apply_chunk(self, chunk: list[Pair], replicating_ts: int | None) -> None:
+        force_safe = False
+        attempt = 0
+        while True:
+            try:
+                self._exec_chunk(chunk, replicating_ts, force_safe)
+                return
+            except pymysql.err.IntegrityError as exc:
+                self._rollback()
+                if error_code(exc) == ER_DUP_ENTRY and not force_safe:
+                    # The row is already downstream (a replay): redo the transaction idempotently.
+                    log.info(
+                        "duplicate key in %d-row transaction, applying it again in safe mode: %s",
+                        len(chunk),
+                        exc,
+                    )
+                    self.stats.safe_retries += 1
+                    force_safe = True
+                    continue
+                raise self._refused(exc, chunk) from exc
+            except (pymysql.err.Error, OSError) as exc:
+                err = classify(exc, "applying rows")
+                self._drop_connection()
+                if not err.transient:
+                    raise self._refused(exc, chunk) from exc
+                if attempt >= self.max_retries:
+                    raise err from exc
+                attempt += 1
+                self.stats.retries += 1
+                log.warning(
+                    "retrying a %d-row transaction (attempt %d/%d): %s",
+                    len(chunk),
+                    attempt,
+                    self.max_retries,
+                    err.message,
+                )
+                self._backoff(attempt)
+                # The lost transaction may have committed: apply it idempotently.
+                force_safe = True
+
+    def _refused(self, exc: BaseException, chunk: list[Pair]) -> SparkCdcError:
+        tables = sorted({f"{r.schema}.{r.table}" for r, _ in chunk})
+        ts = (chunk[0][0].commit_ts, chunk[-1][0].commit_ts)
+        return SinkError(
+            f"the downstream {self.params.redacted()} refused rows of {', '.join(tables)} "
+            f"(commit_ts {ts[0]}..{ts[1]}): {type(exc).__name__}: {exc}; check that the downstream "
+            "table exists with the upstream's columns (DDL replicated) and accepts the values"
+        )
+
+    def _rollback(self) -> None:
+        if self._conn is not None:
+            try:
+                self._conn.rollback()
+            except pymysql.err.Error:
+                self._drop_connection()
+
+    def statements(
+        self, chunk: Iterable[Pair], replicating_ts: int | None, force_safe: bool = False
+    ) -> list[Statement]:
+        """The statements one downstream transaction would run (exposed for tests)."""
+        planner = StatementPlanner(
+            self.max_txn_row, batch=self.batch_dml, max_statement_bytes=self.max_statement_bytes
+        )
+        always_safe = force_safe or self.safe_mode
+        for row, table in chunk:
+            safe = always_safe or (replicating_ts is not None and row.commit_ts <= replicating_ts)
+            planner.add(row, self.plan(table), safe)
+        return planner.finish()
+
+    def _exec_chunk(self, chunk: list[Pair], replicating_ts: int | None, force_safe: bool) -> None:
+        stmts = self.statements(chunk, replicating_ts, force_safe)
+        conn = self.connection()
+        conn.begin()
+        with conn.cursor() as cur:
+            i = 0
+            while i < len(stmts):
+                st = stmts[i]
+                if st.single and self.multi_statement:
+                    j = i + 1
+                    while j < len(stmts) and stmts[j].single and j - i < self.max_multi_update_row:
+                        j += 1
+                    if j - i > 1:
+                        self._exec_multi(cur, stmts[i:j])
+                        i = j
+                        continue
+                cur.execute(st.sql, st.args)
+                self.stats.round_trips += 1
+                i += 1
+        conn.commit()
+        self.stats.statements += len(stmts)
+        self.stats.rows += len(chunk)
+        self.stats.txns += 1
+
+    def _exec_multi(self, cur: Any, stmts: list[Statement]) -> None:
+        args: list[Any] = []
+        for st in stmts:
+            args.extend(st.args)
+        cur.execute(";".join(st.sql for st in stmts), args)
+        # Later statements' errors surface while reading their results.
+        while cur.nextset():
+            pass
+        self.stats.round_trips += 1

@@ -37,9 +37,7 @@ class RowEncoder:
             else:
                 from sparkcdc.codec.canal_json import CanalJsonEncoder
 
-                self._codec = CanalJsonEncoder.from_config(
-                    self.config, enable_tidb_extension=self.enable_tidb_extension
-                )
+                self._codec = CanalJsonEncoder(self.config, enable_tidb_extension=self.enable_tidb_extension)
         return self._codec
 
     def encode(self, row: RowChange, table: TableInfo) -> bytes:

@@ -11,8 +11,8 @@ file (imports do not nest). A pattern is
   escaped with ``\\`` (escaping a letter or digit is reserved, so an error);
 * a literal ``"double quoted"`` (``""`` for a quote) or ```back quoted```
   (two backquotes for one) name;
-* a ``/regex/`` (RE2 syntax, unanchored, ``\\/`` for ``/``; lookaround,
-  backreferences, atomic groups and possessive repeats are refused).
+* a ``/regex/`` (RE2 syntax, unanchored, ``\\/`` for ``/``, ``\\d \\w \\s`` ASCII-only;
+  lookaround, backreferences, atomic groups and possessive repeats are refused).
 
 Rules are tried from last to first: the **last matching rule decides**, and a
 table no rule matches is excluded. Matching is case-insensitive unless
@@ -268,9 +268,16 @@ class _Rule:
 def _regex_matcher(source: str, full: bool) -> _Matcher:
     if full and source == ".*":
         return _TrueMatcher()
-    checked = _check_re2(source) if not full else source
+    flags: int
+    if full:
+        checked, flags = source, re.S
+    else:
+        # RE2's \d \w \s \b are ASCII-only; re.ASCII gives Python's the same meaning. A pattern
+        # with non-ASCII letters keeps Unicode matching so (?i) still folds those letters.
+        checked = _check_re2(source)
+        flags = re.ASCII if source.isascii() else 0
     try:
-        return _RegexMatcher(checked, re.S if full else 0, full)
+        return _RegexMatcher(checked, flags, full)
     except re.error as exc:
         raise _RuleError(f"invalid pattern: error parsing regexp: {exc}") from None
 

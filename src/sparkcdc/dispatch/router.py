@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
 _SCHEMA_DDL = frozenset({DDLType.CREATE_SCHEMA, DDLType.DROP_SCHEMA, DDLType.ALTER_SCHEMA})
 _CACHE_LIMIT = 65536
+_DDL_TO_PARTITION_ZERO = frozenset({"canal", "canal-json"})
 
 
 class DispatchRoute:
@@ -124,6 +125,12 @@ class EventRouter:
         if not table:
             return self.default_topic
         return self.topic_for(schema, table)
+
+    def ddl_partitions(self, num_partitions: int) -> list[int]:
+        """Partitions a DDL message goes to: 0 for canal/canal-json, every partition otherwise (TiCDC)."""
+        if self.protocol.lower() in _DDL_TO_PARTITION_ZERO:
+            return [0]
+        return list(range(num_partitions))
 
     def all_topics(self, tables: Iterable[tuple[str, str] | TableInfo]) -> set[str]:
         """Every topic the given tables write to, plus the default topic (for DDLs and watermarks)."""

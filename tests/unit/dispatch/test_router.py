@@ -164,6 +164,13 @@ def test_topic_for_ddl() -> None:
     assert r.topic_for_ddl(ddl("new", "tb2", DDLType.RENAME_TABLE, None, "tb1")) == "new_tb1"
 
 
+def test_ddl_partitions_by_protocol() -> None:
+    # tiflow GetDLLDispatchRuleByProtocol: canal/canal-json → partition 0, others broadcast
+    assert EventRouter(ReplicaConfig(), "t", "canal-json").ddl_partitions(4) == [0]
+    assert EventRouter(ReplicaConfig(), "t", "canal").ddl_partitions(4) == [0]
+    assert EventRouter(ReplicaConfig(), "t", "open-protocol").ddl_partitions(3) == [0, 1, 2]
+
+
 def test_matchers_follow_case_sensitivity() -> None:
     rule = DispatchRule(matcher=["Shop.Orders"], partition="ts", topic="orders")
     insensitive = EventRouter(config(rule), "d", "canal-json")

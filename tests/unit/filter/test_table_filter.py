@@ -253,6 +253,17 @@ def test_re2_end_of_text_escape() -> None:
         TableFilter([r"/[\z]/.*"])
 
 
+def test_regex_classes_are_ascii_like_re2() -> None:
+    f = TableFilter([r"/^t\d+$/.*", r"/^\w+$/.x"], case_sensitive=True)
+    assert f.match("t12", "a")
+    assert not f.match("t١٢", "a")  # Arabic-Indic digits are not \d in RE2
+    assert f.match("abc_1", "x")
+    assert not f.match("abcé", "x")
+    # a pattern with non-ASCII letters still folds case in case-insensitive mode
+    g = TableFilter(["/^ÄB/.*"])
+    assert g.match("äbc", "t")
+
+
 def test_escaped_slash_in_regex_and_special_chars_in_class() -> None:
     f = TableFilter([r"/a\/b/.*", "x[&|~[].y"], case_sensitive=True)
     assert f.match("a/b", "t")

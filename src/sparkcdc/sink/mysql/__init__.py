@@ -3,7 +3,7 @@
 from sparkcdc.sink.mysql.applier import ApplierStats, MySQLApplier
 from sparkcdc.sink.mysql.config import MySQLSinkSettings, parse_mysql_sink
 from sparkcdc.sink.mysql.connection import ConnParams, connect
-from sparkcdc.sink.mysql.sink import MySQLSink, MySQLWriter
+from sparkcdc.sink.mysql.sink import MySQLSink, MySQLWriter, applier_from_uri, make_applier
 
 __all__ = [
     "ApplierStats",
@@ -12,6 +12,8 @@ __all__ = [
     "MySQLSink",
     "MySQLSinkSettings",
     "MySQLWriter",
+    "applier_from_uri",
     "connect",
+    "make_applier",
     "parse_mysql_sink",
 ]

@@ -48,6 +48,13 @@ def make_applier(settings: MySQLSinkSettings) -> MySQLApplier:
     )
 
 
+def applier_from_uri(uri: str, config: ReplicaConfig | None = None) -> MySQLApplier:
+    """An applier for a ``mysql://`` URI with the sink's parameters (for the consumers)."""
+    from sparkcdc.config.replica import ReplicaConfig
+
+    return make_applier(parse_mysql_sink(uri, config or ReplicaConfig()))
+
+
 class MySQLWriter(PartitionWriter):
     """Buffers one route group's rows and applies them at transaction boundaries."""
 

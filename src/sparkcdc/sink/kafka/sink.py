@@ -1,0 +1,283 @@
+"""The Kafka sink: TiCDC's MQ sink on librdkafka (``kafka[+ssl]://h1:p1,h2:p2/topic?protocol=...``).
+
+Per micro-batch (see ``sparkcdc.sink.base``):
+
+* ``route()`` sends every row to the writer group that owns its Kafka
+  (topic, partition), so one producer writes each partition, in commit order;
+* writers split key-changing UPDATEs (spec §7), encode, apply the large-message
+  rules, produce with delivery tracking and, in ``close()``, wait until the
+  broker acknowledged every message (or raise, so the batch is retried and the
+  checkpoint does not move);
+* ``apply_ddl()`` sends the DDL message (canal-json: partition 0 of the table's
+  topic) and waits for it;
+* ``commit()`` broadcasts the watermark (canal-json with
+  ``enable-tidb-extension``: ``TIDB_WATERMARK``) to every partition of every
+  topic in use plus the default topic.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import zlib
+from typing import TYPE_CHECKING, Any
+
+from sparkcdc.dispatch.router import EventRouter
+from sparkcdc.sink.base import PartitionWriter, Sink, WriterContext
+from sparkcdc.sink.kafka.encoders import MessageEncoder, build_encoder, validate_protocol
+from sparkcdc.sink.kafka.large_message import LargeMessageHandler
+from sparkcdc.sink.kafka.options import DEFAULT_PARTITION_NUM, KafkaOptions
+from sparkcdc.sink.kafka.producer import DeliveryTracker, get_producer
+
+if TYPE_CHECKING:
+    from sparkcdc.config.replica import ReplicaConfig
+    from sparkcdc.model import DDLEvent, RowChange, TableInfo
+    from sparkcdc.sink.kafka.admin import KafkaAdmin
+
+log = logging.getLogger(__name__)
+
+MAX_WRITERS = 16
+_OP_ORDER = {"D": 0, "U": 1, "I": 2}
+
+_ENCODER_LOCK = threading.Lock()
+_ENCODERS: dict[str, MessageEncoder] = {}
+
+
+def writer_group(topic: str, partition: int, num_writers: int) -> int:
+    """The writer group of a Kafka partition: a topic's partitions spread over consecutive groups."""
+    if num_writers <= 1:
+        return 0
+    return (zlib.crc32(topic.encode()) + partition) % num_writers
+
+
+class KafkaSink(Sink):
+    """Writes change events to Kafka in TiCDC's formats (canal-json, avro)."""
+
+    scheme = "kafka"
+
+    def __init__(self, uri: str, config: ReplicaConfig, changefeed_id: str = "default") -> None:
+        super().__init__(uri, config, changefeed_id)
+        self.options = KafkaOptions.parse(uri, config, changefeed_id)
+        validate_protocol(self.options, config)
+        self.router = EventRouter(config, self.options.topic, self.options.protocol)
+        self.split_updates = not self.options.output_raw_change_event
+        # index-value/columns rules may send the two halves of a split UPDATE to different
+        # partitions; one writer group keeps every partition's order in that case
+        self._key_dispatch = any(r.partition.kind in ("index-value", "columns") for r in self.router.routes)
+        self.partitions: dict[str, int] = {}
+        """Topic → partition count the sink uses (the first n of a larger default topic)."""
+        self.max_message_bytes = self.options.max_message_bytes
+        self._writers = max(1, min(MAX_WRITERS, self.options.partition_num or DEFAULT_PARTITION_NUM))
+        self.topics_in_use: set[str] = set()
+        self.last_watermark: int | None = None
+        self._admin: KafkaAdmin | None = None
+        self._lock = threading.Lock()
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_admin"] = None
+        state["_lock"] = None
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
+    # --- topics ---------------------------------------------------------------------------------
+
+    def admin(self) -> KafkaAdmin:
+        """The (lazily created) admin client."""
+        if self._admin is None:
+            from sparkcdc.sink.kafka.admin import KafkaAdmin
+
+            self._admin = KafkaAdmin(self.options)
+        return self._admin
+
+    def num_partitions_of(self, topic: str) -> int:
+        """The partition count used for a topic (creating the topic if it is missing and allowed)."""
+        n = self.partitions.get(topic)
+        if n is None:
+            with self._lock:
+                n = self.partitions.get(topic)
+                if n is None:
+                    n = self.admin().ensure_topic(topic, is_default=topic == self.options.topic)
+                    self.partitions[topic] = n
+        return n
+
+    def check(self) -> None:
+        """Connect, create/verify the default topic and static dispatch topics, size limits, fixed partitions."""
+        admin = self.admin()
+        existed = admin.partition_count(self.options.topic) is not None
+        self.partitions[self.options.topic] = admin.ensure_topic(self.options.topic, is_default=True)
+        self.max_message_bytes = admin.effective_max_message_bytes(self.options.topic, existed)
+        for route in self.router.routes:
+            if route.topic.is_static:
+                self.num_partitions_of(route.topic.topic("", ""))
+        self.router.verify(dict(self.partitions))
+        self._writers = max(1, min(MAX_WRITERS, max(self.partitions.values())))
+        log.info(
+            "Kafka sink ready: brokers %s, default topic %s (%d partitions), protocol %s, max-message-bytes %d",
+            self.options.bootstrap_servers,
+            self.options.topic,
+            self.partitions[self.options.topic],
+            self.options.protocol,
+            self.max_message_bytes,
+        )
+
+    # --- routing --------------------------------------------------------------------------------
+
+    @property
+    def num_writers(self) -> int:
+        """Writer groups per batch (one when key-based dispatch could split a row across partitions)."""
+        if self._key_dispatch and self.split_updates:
+            return 1
+        return self._writers
+
+    def expand(self, row: RowChange, table: TableInfo) -> list[RowChange]:
+        """The row changes actually sent for a row: a key-changing UPDATE becomes DELETE + INSERT."""
+        if self.split_updates and row.op == "U":
+            from sparkcdc.codec.values import split_update_if_key_changed
+
+            return split_update_if_key_changed(row, table)
+        return [row]
+
+    def destination(self, row: RowChange, table: TableInfo) -> tuple[str, int]:
+        """(topic, partition) of one (already split) row change."""
+        return self.router.route(row, table, self.num_partitions_of)
+
+    def route(self, row: RowChange, table: TableInfo) -> int:
+        """The writer group owning the row's Kafka partition."""
+        n = self.num_writers
+        if n <= 1:
+            return 0
+        topic, partition = self.destination(self.expand(row, table)[0], table)
+        return writer_group(topic, partition, n)
+
+    # --- encoders -------------------------------------------------------------------------------
+
+    def encoder(self) -> MessageEncoder:
+        """The process-wide encoder of this sink's protocol and options."""
+        key = json.dumps([self.uri, self.changefeed_id, self.config.to_dict()], sort_keys=True, default=str)
+        with _ENCODER_LOCK:
+            enc = _ENCODERS.get(key)
+            if enc is None:
+                if len(_ENCODERS) > 64:
+                    _ENCODERS.clear()
+                enc = build_encoder(self.options, self.config)
+                _ENCODERS[key] = enc
+            return enc
+
+    # --- driver side ----------------------------------------------------------------------------
+
+    def _send_and_wait(self, messages: list[tuple[str, int, bytes | None, bytes | None]]) -> None:
+        tracker = DeliveryTracker(get_producer(self.options), self.max_message_bytes)
+        for topic, partition, key, value in messages:
+            tracker.produce(topic, partition, key, value)
+        tracker.wait()
+
+    def apply_ddl(self, ddl: DDLEvent) -> None:
+        """Send the DDL message (canal-json: partition 0 of the table's topic) and wait for the ack."""
+        encoder = self.encoder()
+        kv = encoder.encode_ddl(ddl)
+        topic = self.router.topic_for_ddl(ddl)
+        self.topics_in_use.add(topic)
+        if kv is None:
+            return
+        n = self.num_partitions_of(topic)
+        partitions = [0] if encoder.ddl_to_partition_zero else list(range(n))
+        self._send_and_wait([(topic, p, kv[0], kv[1]) for p in partitions])
+
+    def commit(self, batch_id: int, messages: list[dict[str, Any]], checkpoint_ts: int) -> None:
+        """Broadcast the watermark for checkpoint_ts to every partition of every topic in use."""
+        for m in messages:
+            for topic, n in (m.get("topics") or {}).items():
+                self.topics_in_use.add(topic)
+                self.partitions.setdefault(topic, int(n))
+        topics = sorted(self.topics_in_use | {self.options.topic})
+        if self.last_watermark is not None and checkpoint_ts <= self.last_watermark:
+            return
+        kv = self.encoder().encode_watermark(checkpoint_ts)
+        if kv is not None:
+            out = []
+            for topic in topics:
+                for p in range(self.num_partitions_of(topic)):
+                    out.append((topic, p, kv[0], kv[1]))
+            self._send_and_wait(out)
+        self.last_watermark = checkpoint_ts
+
+    def open_writer(self, ctx: WriterContext) -> PartitionWriter:
+        """A writer for one group of one batch."""
+        return KafkaPartitionWriter(self, ctx)
+
+    def close(self) -> None:
+        """Flush the driver's producer."""
+        from sparkcdc.sink.kafka.producer import close_all_producers
+
+        close_all_producers()
+
+
+class KafkaPartitionWriter(PartitionWriter):
+    """Produces one writer group's rows; ``close()`` returns only once the broker acknowledged all of them."""
+
+    def __init__(self, sink: KafkaSink, ctx: WriterContext) -> None:
+        self.sink = sink
+        self.ctx = ctx
+        self.encoder = sink.encoder()
+        self.tracker = DeliveryTracker(get_producer(sink.options), sink.max_message_bytes)
+        self.large = LargeMessageHandler(
+            sink.options.large_message, sink.max_message_bytes, sink.options.protocol
+        )
+        self.topics: dict[str, int] = {}
+        self._txn: list[tuple[RowChange, TableInfo]] = []
+        self._txn_ts: int | None = None
+        self._txn_split = False
+        self.rows = 0
+
+    def write(self, row: RowChange, table: TableInfo) -> None:
+        """Buffer the row's transaction; a transaction is sent once the next one starts."""
+        if self._txn_ts is not None and row.commit_ts != self._txn_ts:
+            self._flush_txn()
+        self._txn_ts = row.commit_ts
+        parts = self.sink.expand(row, table)
+        if len(parts) > 1:
+            self._txn_split = True
+        for part in parts:
+            self._txn.append((part, table))
+        self.rows += 1
+
+    def _flush_txn(self) -> None:
+        txn = self._txn
+        if self._txn_split:
+            # spec §7: once an UPDATE was split, the transaction is ordered DELETE < UPDATE < INSERT
+            txn = sorted(txn, key=lambda rt: _OP_ORDER[rt[0].op])
+        sink = self.sink
+        for row, table in txn:
+            topic, partition = sink.destination(row, table)
+            if topic not in self.topics:
+                self.topics[topic] = sink.num_partitions_of(topic)
+            messages = self.encoder.encode_row(row, table, topic)
+            for key, value in self.large.check(self.encoder, row, table, messages):
+                self.tracker.produce(topic, partition, key, value)
+        self._txn = []
+        self._txn_ts = None
+        self._txn_split = False
+
+    def close(self) -> dict[str, Any]:
+        """Send the last transaction, wait for every acknowledgement, report what was written."""
+        if self._txn:
+            self._flush_txn()
+        self.tracker.wait()
+        return {
+            "writer": self.ctx.writer_id,
+            "rows": self.rows,
+            "messages": self.tracker.sent,
+            "bytes": self.tracker.bytes,
+            "large_messages": self.large.handled,
+            "topics": self.topics,
+        }
+
+    def abort(self) -> None:
+        """Drop the unsent transaction (queued messages may still be delivered: at-least-once)."""
+        self._txn = []
+        self._txn_ts = None

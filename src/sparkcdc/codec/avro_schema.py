@@ -177,7 +177,8 @@ def decimal_unscaled_bytes(value: Decimal, scale: int) -> bytes:
     unscaled = int(scaled)
     if scaled != unscaled:
         raise SinkError(f"decimal value {value} has more fraction digits than the column scale {scale}")
-    return unscaled.to_bytes((unscaled.bit_length() + 8) // 8, "big", signed=True)
+    magnitude = unscaled if unscaled >= 0 else ~unscaled
+    return unscaled.to_bytes((magnitude.bit_length() + 8) // 8, "big", signed=True)
 
 
 def _decimal_string(scale: int) -> Converter:

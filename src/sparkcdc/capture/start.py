@@ -1,0 +1,95 @@
+"""Where a changefeed starts: a start-ts, a file:pos, a GTID, or now (``tso query``)."""
+
+from __future__ import annotations
+
+from sparkcdc.capture.offset import Offset, file_seq, file_start_ts
+from sparkcdc.capture.protocol import BinlogStream
+from sparkcdc.capture.reader import Scanner
+from sparkcdc.capture.txnstream import first_event_info
+from sparkcdc.capture.upstream import UpstreamConfig, binary_logs, master_status
+from sparkcdc.errors import BinlogPurgedError, ConfigError
+
+
+def head_offset(up: UpstreamConfig) -> Offset:
+    """The boundary at the end of the binlog now, with the chain state there."""
+    conn = up.connect()
+    try:
+        file, _pos = master_status(conn)
+    finally:
+        conn.close()
+    return Scanner(up).head(Offset(file, 4, 0))
+
+
+def query_tso(up: UpstreamConfig) -> int:
+    """A ts such that every transaction committed after this call gets a larger commit_ts."""
+    return head_offset(up).ts
+
+
+def _file_start(up: UpstreamConfig, name: str) -> tuple[int, int | None]:
+    with BinlogStream(up, name, 4, blocking=False) as s:
+        info = first_event_info(s)
+    if info["fde_ts"] is None:
+        raise BinlogPurgedError(f"binlog file {name} has no format description event")
+    return file_start_ts(int(info["fde_ts"])), info["gtid_list_count"]
+
+
+def offset_for_ts(up: UpstreamConfig, start_ts: int) -> Offset:
+    """The boundary after which every transaction has commit_ts > start_ts."""
+    conn = up.connect()
+    try:
+        files = [f for f, _ in binary_logs(conn)]
+    finally:
+        conn.close()
+    if not files:
+        raise ConfigError("the upstream has no binlog files; is log_bin on?")
+    # The newest file whose chain starts at or before start_ts holds the boundary.
+    lo, hi = 0, len(files) - 1
+    starts: dict[int, tuple[int, int | None]] = {}
+
+    def start_of(i: int) -> int:
+        if i not in starts:
+            starts[i] = _file_start(up, files[i])
+        return starts[i][0]
+
+    if start_ts < start_of(0):
+        gtids = starts[0][1]
+        if file_seq(files[0]) > 1 and gtids:
+            raise BinlogPurgedError(
+                f"start-ts {start_ts} is older than the oldest binlog file the upstream still has "
+                f"({files[0]}); the changes in between were purged. Use a later --start-ts, or a snapshot "
+                '([snapshot] mode = "initial")'
+            )
+        return Offset(files[0], 4, start_of(0))
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if start_of(mid) <= start_ts:
+            lo = mid
+        else:
+            hi = mid - 1
+    begin = Offset(files[lo], 4, start_of(lo))
+    last = begin
+    for txn in Scanner(up).scan(begin):
+        if txn.ts > start_ts:
+            return txn.start
+        last = txn.end
+    return Scanner(up).head(last) if last.ts <= start_ts else last
+
+
+def offset_for_position(up: UpstreamConfig, file: str, pos: int) -> Offset:
+    """The chain state at a transaction boundary ``file:pos`` (scans that file from its start)."""
+    begin = Offset(file, 4, _file_start(up, file)[0])
+    if pos <= 4:
+        return begin
+    last = begin
+    for txn in Scanner(up).scan(begin, stop=lambda t: t.end.key() >= (file_seq(file), pos)):
+        last = txn.end
+        if txn.end.file == file and txn.end.pos == pos:
+            return txn.end
+        if txn.end.key() > (file_seq(file), pos):
+            break
+    if last.key() == (file_seq(file), pos):
+        return last
+    raise ConfigError(
+        f"binlog position {file}:{pos} is not a transaction boundary; use a position printed by "
+        "SHOW MASTER STATUS or an Exec_Master_Log_Pos"
+    )

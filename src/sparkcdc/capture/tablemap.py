@@ -1,0 +1,357 @@
+"""TABLE_MAP events: the exact column layout of the rows that follow.
+
+With ``binlog_row_metadata=FULL`` a table map carries column names,
+signedness, charsets, ENUM/SET elements and the primary key, so rows are always
+decoded with the layout they were written in, whatever DDL ran since.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from sparkcdc.model import ColumnInfo, IndexInfo, TableInfo
+
+# enum_field_types
+T_DECIMAL = 0
+T_TINY = 1
+T_SHORT = 2
+T_LONG = 3
+T_FLOAT = 4
+T_DOUBLE = 5
+T_NULL = 6
+T_TIMESTAMP = 7
+T_LONGLONG = 8
+T_INT24 = 9
+T_DATE = 10
+T_TIME = 11
+T_DATETIME = 12
+T_YEAR = 13
+T_NEWDATE = 14
+T_VARCHAR = 15
+T_BIT = 16
+T_TIMESTAMP2 = 17
+T_DATETIME2 = 18
+T_TIME2 = 19
+T_JSON = 245
+T_NEWDECIMAL = 246
+T_ENUM = 247
+T_SET = 248
+T_TINY_BLOB = 249
+T_MEDIUM_BLOB = 250
+T_LONG_BLOB = 251
+T_BLOB = 252
+T_VAR_STRING = 253
+T_STRING = 254
+T_GEOMETRY = 255
+
+NUMERIC_TYPES = frozenset(
+    {T_TINY, T_SHORT, T_INT24, T_LONG, T_LONGLONG, T_NEWDECIMAL, T_FLOAT, T_DOUBLE, T_YEAR}
+)
+CHARACTER_TYPES = frozenset({T_STRING, T_VAR_STRING, T_VARCHAR, T_BLOB, T_GEOMETRY})
+
+# Charset ids that are binary; every other id is decoded as text.
+BINARY_CHARSET = 63
+# A few collation ids → Python codec names; the default is utf-8.
+_CHARSET_CODEC = {
+    8: "latin1",
+    47: "latin1",
+    48: "latin1",
+    49: "latin1",
+    5: "latin1",
+    15: "latin1",
+    31: "latin1",
+    94: "latin1",
+    11: "ascii",
+    65: "ascii",
+    33: "utf-8",
+    83: "utf-8",
+    192: "utf-8",
+    45: "utf-8",
+    46: "utf-8",
+    224: "utf-8",
+    255: "utf-8",
+    28: "gbk",
+    87: "gbk",
+    63: "binary",
+    24: "gb2312",
+    1: "big5",
+    13: "sjis",
+    19: "euc_kr",
+}
+_LATIN1_IDS = {5, 8, 15, 31, 47, 48, 49, 94}
+_ASCII_IDS = {11, 65}
+
+
+def charset_codec(collation_id: int) -> str:
+    """The Python codec for a MySQL collation id ('binary' for bytes)."""
+    if collation_id == BINARY_CHARSET:
+        return "binary"
+    if collation_id in _CHARSET_CODEC:
+        return _CHARSET_CODEC[collation_id]
+    return "utf-8"
+
+
+def charset_name(collation_id: int) -> str:
+    """A MySQL charset name for a collation id (good enough for TableInfo)."""
+    if collation_id == BINARY_CHARSET:
+        return "binary"
+    if collation_id in _LATIN1_IDS:
+        return "latin1"
+    if collation_id in _ASCII_IDS:
+        return "ascii"
+    if collation_id in (33, 83, 192, 223):
+        return "utf8mb3"
+    return "utf8mb4"
+
+
+@dataclass(slots=True)
+class TableMap:
+    """One decoded TABLE_MAP event."""
+
+    table_id: int
+    schema: str
+    table: str
+    types: list[int]
+    meta: list[int | tuple[int, int]]
+    nullable: list[bool]
+    unsigned: list[bool] = field(default_factory=list)
+    names: list[str] = field(default_factory=list)
+    charsets: list[int | None] = field(default_factory=list)
+    enum_values: dict[int, list[str]] = field(default_factory=dict)
+    set_values: dict[int, list[str]] = field(default_factory=dict)
+    primary_key: list[int] = field(default_factory=list)
+    real_types: list[int] = field(default_factory=list)
+    """Per column: the real type (ENUM/SET hide behind STRING in ``types``)."""
+
+    @property
+    def column_count(self) -> int:
+        return len(self.types)
+
+
+def read_packed(buf: bytes, pos: int) -> tuple[int, int]:
+    """A length-encoded integer and the position after it."""
+    b = buf[pos]
+    if b < 251:
+        return b, pos + 1
+    if b == 252:
+        return int.from_bytes(buf[pos + 1 : pos + 3], "little"), pos + 3
+    if b == 253:
+        return int.from_bytes(buf[pos + 1 : pos + 4], "little"), pos + 4
+    return int.from_bytes(buf[pos + 1 : pos + 9], "little"), pos + 9
+
+
+def parse_table_map(body: bytes) -> TableMap:
+    """Decode a TABLE_MAP event body (checksum already stripped)."""
+    table_id = int.from_bytes(body[0:6], "little")
+    pos = 8
+    slen = body[pos]
+    schema = body[pos + 1 : pos + 1 + slen].decode("utf-8", "surrogateescape")
+    pos += 1 + slen + 1
+    tlen = body[pos]
+    table = body[pos + 1 : pos + 1 + tlen].decode("utf-8", "surrogateescape")
+    pos += 1 + tlen + 1
+    ncol, pos = read_packed(body, pos)
+    types = list(body[pos : pos + ncol])
+    pos += ncol
+    mlen, pos = read_packed(body, pos)
+    meta_end = pos + mlen
+    meta: list[int | tuple[int, int]] = []
+    real_types: list[int] = []
+    for t in types:
+        real = t
+        if t in (T_FLOAT, T_DOUBLE, T_BLOB, T_GEOMETRY, T_JSON, T_TIMESTAMP2, T_DATETIME2, T_TIME2):
+            meta.append(body[pos])
+            pos += 1
+        elif t in (T_VARCHAR, T_VAR_STRING):
+            meta.append(int.from_bytes(body[pos : pos + 2], "little"))
+            pos += 2
+        elif t == T_NEWDECIMAL:
+            meta.append((body[pos], body[pos + 1]))  # precision, scale
+            pos += 2
+        elif t == T_BIT:
+            meta.append((body[pos], body[pos + 1]))  # bits in last byte, bytes
+            pos += 2
+        elif t == T_STRING:
+            b0, b1 = body[pos], body[pos + 1]
+            pos += 2
+            if b0 in (T_ENUM, T_SET):
+                real = b0
+                meta.append((b0, b1))  # real type, pack length
+            else:
+                # The max length is split over both bytes (MySQL bug #37426 encoding).
+                max_len = (((b0 << 8) >> 4) & 0x300) ^ 0x300
+                max_len += b1
+                meta.append((T_STRING, max_len))
+        elif t in (T_ENUM, T_SET):
+            meta.append((t, body[pos + 1]))
+            pos += 2
+        else:
+            meta.append(0)
+        real_types.append(real)
+    pos = meta_end
+    nbytes = (ncol + 7) // 8
+    nullbits = int.from_bytes(body[pos : pos + nbytes], "little")
+    pos += nbytes
+    nullable = [bool(nullbits >> i & 1) for i in range(ncol)]
+    tm = TableMap(table_id, schema, table, types, meta, nullable, real_types=real_types)
+    _parse_optional_metadata(tm, body, pos)
+    return tm
+
+
+def _parse_optional_metadata(tm: TableMap, body: bytes, pos: int) -> None:
+    ncol = tm.column_count
+    real = tm.real_types
+    numeric_idx = [i for i in range(ncol) if real[i] in NUMERIC_TYPES]
+    char_idx = [i for i in range(ncol) if real[i] in CHARACTER_TYPES]
+    enumset_idx = [i for i in range(ncol) if real[i] in (T_ENUM, T_SET)]
+    enum_idx = [i for i in range(ncol) if real[i] == T_ENUM]
+    set_idx = [i for i in range(ncol) if real[i] == T_SET]
+    tm.unsigned = [False] * ncol
+    tm.charsets = [None] * ncol
+    end = len(body)
+    while pos < end:
+        typ = body[pos]
+        length, pos = read_packed(body, pos + 1)
+        val = body[pos : pos + length]
+        pos += length
+        if typ == 1:  # SIGNEDNESS: one bit per numeric column, MSB first
+            for k, i in enumerate(numeric_idx):
+                if val[k // 8] & (0x80 >> (k % 8)):
+                    tm.unsigned[i] = True
+        elif typ in (2, 10):  # DEFAULT_CHARSET / ENUM_AND_SET_DEFAULT_CHARSET
+            cols = char_idx if typ == 2 else enumset_idx
+            p = 0
+            default, p = read_packed(val, p)
+            per = {}
+            while p < len(val):
+                k, p = read_packed(val, p)
+                cs, p = read_packed(val, p)
+                per[k] = cs
+            for k, i in enumerate(cols):
+                tm.charsets[i] = per.get(k, default)
+        elif typ in (3, 11):  # COLUMN_CHARSET / ENUM_AND_SET_COLUMN_CHARSET
+            cols = char_idx if typ == 3 else enumset_idx
+            p = 0
+            for i in cols:
+                if p >= len(val):
+                    break
+                cs, p = read_packed(val, p)
+                tm.charsets[i] = cs
+        elif typ == 4:  # COLUMN_NAME
+            p = 0
+            names = []
+            while p < len(val):
+                n, p = read_packed(val, p)
+                names.append(val[p : p + n].decode("utf-8", "surrogateescape"))
+                p += n
+            tm.names = names
+        elif typ in (5, 6):  # SET_STR_VALUE / ENUM_STR_VALUE
+            cols = set_idx if typ == 5 else enum_idx
+            target = tm.set_values if typ == 5 else tm.enum_values
+            p = 0
+            for i in cols:
+                if p >= len(val):
+                    break
+                cnt, p = read_packed(val, p)
+                items = []
+                for _ in range(cnt):
+                    n, p = read_packed(val, p)
+                    items.append(val[p : p + n].decode("utf-8", "surrogateescape"))
+                    p += n
+                target[i] = items
+        elif typ == 8:  # SIMPLE_PRIMARY_KEY
+            p = 0
+            pk = []
+            while p < len(val):
+                k, p = read_packed(val, p)
+                pk.append(k)
+            tm.primary_key = pk
+        elif typ == 9:  # PRIMARY_KEY_WITH_PREFIX
+            p = 0
+            pk = []
+            while p < len(val):
+                k, p = read_packed(val, p)
+                _prefix, p = read_packed(val, p)
+                pk.append(k)
+            tm.primary_key = pk
+    if not tm.names:
+        tm.names = [f"@{i + 1}" for i in range(ncol)]
+
+
+_BLOB_BY_LEN = {
+    1: ("tinyblob", "tinytext"),
+    2: ("blob", "text"),
+    3: ("mediumblob", "mediumtext"),
+    4: ("longblob", "longtext"),
+}
+
+
+def table_info_from_map(tm: TableMap, version: int = 0) -> TableInfo:
+    """A TableInfo built from the table map alone (when no tracked shape matches it)."""
+    cols = []
+    for i in range(tm.column_count):
+        real = tm.real_types[i]
+        m = tm.meta[i]
+        cs_id = tm.charsets[i]
+        binary = cs_id == BINARY_CHARSET
+        kw: dict[str, object] = {}
+        if real in (T_TINY, T_SHORT, T_INT24, T_LONG, T_LONGLONG):
+            name = {
+                T_TINY: "tinyint",
+                T_SHORT: "smallint",
+                T_INT24: "mediumint",
+                T_LONG: "int",
+                T_LONGLONG: "bigint",
+            }[real]
+        elif real == T_FLOAT:
+            name = "float"
+        elif real == T_DOUBLE:
+            name = "double"
+        elif real == T_NEWDECIMAL:
+            assert isinstance(m, tuple)
+            name, kw = "decimal", {"precision": m[0], "scale": m[1]}
+        elif real in (T_DATE, T_NEWDATE):
+            name = "date"
+        elif real in (T_DATETIME, T_DATETIME2):
+            name, kw = "datetime", {"fsp": m if isinstance(m, int) else 0}
+        elif real in (T_TIMESTAMP, T_TIMESTAMP2):
+            name, kw = "timestamp", {"fsp": m if isinstance(m, int) else 0}
+        elif real in (T_TIME, T_TIME2):
+            name, kw = "time", {"fsp": m if isinstance(m, int) else 0}
+        elif real == T_YEAR:
+            name = "year"
+        elif real == T_BIT:
+            assert isinstance(m, tuple)
+            name, kw = "bit", {"length": m[1] * 8 + m[0]}
+        elif real == T_ENUM:
+            name, kw = "enum", {"elements": tuple(tm.enum_values.get(i, ()))}
+        elif real == T_SET:
+            name, kw = "set", {"elements": tuple(tm.set_values.get(i, ()))}
+        elif real in (T_VARCHAR, T_VAR_STRING):
+            name = "varbinary" if binary else "varchar"
+        elif real == T_STRING:
+            name = "binary" if binary else "char"
+        elif real in (T_BLOB, T_JSON):
+            blob, text = _BLOB_BY_LEN.get(m if isinstance(m, int) else 4, ("longblob", "longtext"))
+            name = blob if binary else text
+            if real == T_JSON:
+                name = "json"
+        elif real == T_GEOMETRY:
+            name = "geometry"
+        else:
+            name = "varchar"
+        charset = None if binary or cs_id is None else charset_name(cs_id)
+        cols.append(
+            ColumnInfo(
+                name=tm.names[i],
+                type=name,
+                unsigned=tm.unsigned[i] if i < len(tm.unsigned) else False,
+                nullable=tm.nullable[i],
+                charset=charset if name not in ("bit",) else None,
+                **kw,  # type: ignore[arg-type]
+            )
+        )
+    idx = ()
+    if tm.primary_key:
+        idx = (IndexInfo("PRIMARY", tuple(tm.names[k] for k in tm.primary_key), unique=True, primary=True),)
+    return TableInfo(schema=tm.schema, table=tm.table, columns=tuple(cols), indexes=idx, version=version)

@@ -1,0 +1,121 @@
+"""``sparkcdc run``: one changefeed in the foreground, no server."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+import time
+import uuid
+
+from sparkcdc.config.replica import ReplicaConfig
+from sparkcdc.errors import ConfigError
+from sparkcdc.model.ts import physical_ms
+
+ID_RULE = re.compile(r"^[a-zA-Z0-9]+(\-[a-zA-Z0-9]+)*$")
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Add the ``run`` command."""
+    p = sub.add_parser("run", help="run one changefeed in the foreground")
+    p.add_argument("--upstream-uri", required=True, help="mysql://user:pass@host:port/")
+    p.add_argument(
+        "--sink-uri", required=True, help="file:///dir?protocol=csv, s3://..., kafka://..., mysql://..."
+    )
+    p.add_argument("--config", help="changefeed TOML file ([filter], [sink], ...)")
+    p.add_argument("--start-ts", type=int, help="replicate every transaction with commit_ts > start-ts")
+    p.add_argument("--target-ts", type=int, help="exit 0 once the checkpoint reaches this ts")
+    p.add_argument("-c", "--changefeed-id", help="changefeed id (default: a new UUID); the same id resumes")
+    p.add_argument(
+        "--data-dir",
+        default=os.environ.get("SPARKCDC_DATA_DIR", "sparkcdc-data"),
+        help="where checkpoints and schema history live (default ./sparkcdc-data)",
+    )
+    p.add_argument("--master", default=None, help="Spark master (default local[*]; e.g. spark://host:7077)")
+    p.add_argument(
+        "--trigger-interval", default="200 milliseconds", help="Spark micro-batch trigger interval"
+    )
+    p.add_argument("--no-progress", action="store_true", help="do not print the live progress line")
+    p.set_defaults(func=run)
+
+
+def build_spec(args: argparse.Namespace) -> object:
+    """Validate every input before anything starts."""
+    from sparkcdc.pipeline.changefeed import ChangefeedSpec
+
+    cid = args.changefeed_id or str(uuid.uuid4())
+    if not ID_RULE.match(cid):
+        raise ConfigError(
+            f"invalid changefeed id {cid!r}: use letters, digits and single dashes "
+            "(matching ^[a-zA-Z0-9]+(\\-[a-zA-Z0-9]+)*$)"
+        )
+    cfg = ReplicaConfig.from_file(args.config) if args.config else ReplicaConfig()
+    if args.start_ts is not None and args.start_ts < 0:
+        raise ConfigError(f"invalid --start-ts {args.start_ts}: must be >= 0")
+    if args.target_ts is not None and args.start_ts is not None and args.target_ts <= args.start_ts:
+        raise ConfigError(f"--target-ts {args.target_ts} must be greater than --start-ts {args.start_ts}")
+    from sparkcdc.sink import create_sink
+
+    create_sink(args.sink_uri, cfg, cid)  # validates the URI and sink options before Spark starts
+    return ChangefeedSpec(
+        changefeed_id=cid,
+        upstream_uri=args.upstream_uri,
+        sink_uri=args.sink_uri,
+        config=cfg,
+        start_ts=args.start_ts,
+        target_ts=args.target_ts,
+        checkpoint_dir=os.path.abspath(os.path.join(args.data_dir, cid)),
+        trigger_interval=args.trigger_interval,
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run until Ctrl-C, or until the checkpoint reaches --target-ts."""
+    from sparkcdc.capture.upstream import UpstreamConfig
+    from sparkcdc.pipeline.changefeed import Progress, start_changefeed
+    from sparkcdc.pipeline.spark import get_spark
+
+    spec = build_spec(args)
+    UpstreamConfig.from_uri(args.upstream_uri)
+    tty = sys.stderr.isatty()
+    last_print = [0.0]
+
+    def show(p: Progress) -> None:
+        if args.no_progress:
+            return
+        now = time.monotonic()
+        if now - last_print[0] < 1.0:
+            return
+        last_print[0] = now
+        line = (
+            f"changefeed {spec.changefeed_id}: checkpoint-ts {p.checkpoint_ts} "  # type: ignore[attr-defined]
+            f"({time.strftime('%H:%M:%S', time.gmtime(physical_ms(p.checkpoint_ts) / 1000))} UTC) "
+            f"rows {p.rows_total} ({p.rows_per_sec:,.0f} rows/s) lag {p.lag_s:.1f}s"
+            f"{' caught up' if p.caught_up else ''}"
+        )
+        print(("\r" + line + "\x1b[K") if tty else line, file=sys.stderr, end="" if tty else "\n", flush=True)
+
+    spark = get_spark(args.master)
+    running = start_changefeed(spark, spec, show)  # type: ignore[arg-type]
+    print(f"changefeed {spec.changefeed_id} started; data dir {spec.checkpoint_dir}", file=sys.stderr)  # type: ignore[attr-defined]
+    try:
+        while True:
+            if running.wait(timeout=1.0):
+                p = running.progress()
+                print(
+                    f"\nchangefeed {spec.changefeed_id} reached target-ts {args.target_ts} "  # type: ignore[attr-defined]
+                    f"(checkpoint-ts {p.checkpoint_ts}, {p.rows_total} rows)",
+                    file=sys.stderr,
+                )
+                return 0
+            if not running.is_active():
+                err = running.exception()
+                if err is not None:
+                    raise err
+                return 1
+    except KeyboardInterrupt:
+        print("\nstopping...", file=sys.stderr)
+        return 130
+    finally:
+        running.stop()

@@ -1,0 +1,345 @@
+"""A changefeed: one Structured Streaming query from the binlog to a sink.
+
+``start_changefeed`` validates everything first (config, sink, upstream), then
+starts the query; ``RunningChangefeed`` reports progress and knows when the
+target-ts is reached. Restarting with the same ``checkpoint_dir`` resumes after
+the last committed batch (at-least-once: the batch that was running when the
+process died is written again).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from sparkcdc.capture.offset import Offset
+from sparkcdc.capture.upstream import UpstreamConfig, check_upstream
+from sparkcdc.config.replica import ReplicaConfig
+from sparkcdc.config.uri import redact_uri
+from sparkcdc.errors import SparkCdcError, TransientError
+from sparkcdc.model.ts import physical_ms
+from sparkcdc.pipeline.plan import SourceSpec
+from sparkcdc.pipeline.writer import BatchResult, BatchWriter
+from sparkcdc.sink import create_sink
+from sparkcdc.sink.base import Sink
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ChangefeedSpec:
+    """What to replicate, from where, to where."""
+
+    changefeed_id: str
+    upstream_uri: str
+    sink_uri: str
+    config: ReplicaConfig = field(default_factory=ReplicaConfig)
+    start_ts: int | None = None
+    target_ts: int | None = None
+    checkpoint_dir: str = ""
+    trigger_interval: str = "200 milliseconds"
+    max_batch_bytes: int = 64 << 20
+
+
+@dataclass
+class Progress:
+    """A progress report (after each committed batch and periodically)."""
+
+    checkpoint_ts: int
+    resolved_ts: int
+    rows_total: int
+    rows_per_sec: float
+    lag_s: float
+    batches: int = 0
+    caught_up: bool = False
+
+
+def _state_path(checkpoint_dir: str, name: str) -> str:
+    return os.path.join(checkpoint_dir, name)
+
+
+def resolve_start(up: UpstreamConfig, checkpoint_dir: str, start_ts: int | None) -> Offset:
+    """The first offset of a new changefeed, persisted so a restart before the first batch keeps it."""
+    from sparkcdc.capture.start import head_offset, offset_for_ts
+
+    path = _state_path(checkpoint_dir, "start.json")
+    if os.path.exists(path):
+        with open(path) as f:
+            return Offset.from_json(json.load(f))
+    start = offset_for_ts(up, start_ts) if start_ts is not None else head_offset(up)
+    os.makedirs(checkpoint_dir, exist_ok=True)
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(start.to_json(), f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    return start
+
+
+def bootstrap_history(up: UpstreamConfig, history_path: str, start: Offset, spec: ChangefeedSpec) -> None:
+    """Load the upstream's current tables into an empty schema history."""
+    from sparkcdc.capture.catalog import SchemaCatalog
+    from sparkcdc.capture.schema_history import FileSchemaHistoryStore, SchemaHistory
+
+    store = FileSchemaHistoryStore(history_path)
+    history = SchemaHistory.open(store)
+    if store.load():
+        return
+    conn = up.connect()
+    try:
+        catalog = SchemaCatalog.load_from_upstream(conn, None, start.ts)
+    finally:
+        conn.close()
+    history.bootstrap(catalog, start.ts)
+
+
+class RunningChangefeed:
+    """Handle of a started changefeed."""
+
+    def __init__(
+        self,
+        spec: ChangefeedSpec,
+        sink: Sink,
+        up: UpstreamConfig,
+        start: Offset,
+        on_progress: Callable[[Progress], None] | None,
+    ) -> None:
+        self.spec = spec
+        self.sink = sink
+        self.up = up
+        self.query: Any = None
+        self.on_progress = on_progress
+        self.checkpoint_ts = start.ts
+        self.last_end: Offset = start
+        self.rows_total = 0
+        self.batches = 0
+        self._window: deque[tuple[float, int]] = deque(maxlen=50)
+        self._finished = threading.Event()
+        self._stopped = threading.Event()
+        self._error: SparkCdcError | None = None
+        self._caught_up = False
+        self._lock = threading.Lock()
+        self._load_checkpoint()
+
+    def _load_checkpoint(self) -> None:
+        path = _state_path(self.spec.checkpoint_dir, "checkpoint.json")
+        if os.path.exists(path):
+            with open(path) as f:
+                d = json.load(f)
+            self.checkpoint_ts = int(d["checkpoint_ts"])
+            self.last_end = Offset.from_json(d["end"])
+            self.rows_total = int(d.get("rows_total", 0))
+
+    def _save_checkpoint(self) -> None:
+        path = _state_path(self.spec.checkpoint_dir, "checkpoint.json")
+        tmp = path + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(
+                {
+                    "checkpoint_ts": self.checkpoint_ts,
+                    "end": self.last_end.to_json(),
+                    "rows_total": self.rows_total,
+                },
+                f,
+            )
+        os.replace(tmp, path)
+
+    def on_commit(self, res: BatchResult) -> None:
+        """Called by the batch writer once a batch is durable in the sink."""
+        with self._lock:
+            self.checkpoint_ts = max(self.checkpoint_ts, res.checkpoint_ts)
+            self.last_end = Offset.from_json(res.end)
+            self.rows_total += res.rows
+            self.batches += 1
+            self._window.append((time.monotonic(), self.rows_total))
+            self._save_checkpoint()
+        target = self.spec.target_ts
+        if target is not None and self.checkpoint_ts >= target:
+            self._finished.set()
+        self._report()
+
+    def progress(self) -> Progress:
+        """Current figures."""
+        with self._lock:
+            rate = 0.0
+            if len(self._window) >= 2:
+                (t0, r0), (t1, r1) = self._window[0], self._window[-1]
+                now = time.monotonic()
+                rate = (r1 - r0) / max(now - t0, 1e-6) if now - t1 < 5 else 0.0
+            lag = 0.0 if self._caught_up else max(0.0, time.time() - physical_ms(self.checkpoint_ts) / 1000.0)
+            return Progress(
+                self.checkpoint_ts,
+                self.checkpoint_ts,
+                self.rows_total,
+                rate,
+                lag,
+                self.batches,
+                self._caught_up,
+            )
+
+    def _report(self) -> None:
+        if self.on_progress is not None:
+            try:
+                self.on_progress(self.progress())
+            except Exception:  # a progress callback must not break the data path
+                log.exception("progress callback failed")
+
+    def _monitor(self) -> None:
+        from sparkcdc.capture.reader import Scanner
+
+        scanner = Scanner(self.up)
+        while not self._stopped.wait(1.0):
+            if self.query is not None and not self.query.isActive:
+                break
+            try:
+                head = scanner.head(self.last_end)
+                self._caught_up = head.key() == self.last_end.key()
+                if self._caught_up and self.spec.target_ts is not None and self._target_passed():
+                    self._finished.set()
+            except SparkCdcError as err:
+                log.warning("progress probe failed: %s", err.message)
+            self._report()
+
+    def _target_passed(self) -> bool:
+        """Caught up, the upstream clock is past target-ts and no older transaction is still open."""
+        target = self.spec.target_ts
+        assert target is not None
+        conn = self.up.connect()
+        try:
+            with conn.cursor() as cur:
+                cur.execute("SELECT UNIX_TIMESTAMP(NOW(6))")
+                row = cur.fetchone()
+                now_ms = float(row[0]) * 1000 if row else 0.0
+                if now_ms < physical_ms(target) + 1000:
+                    return False
+                cur.execute(
+                    "SELECT COUNT(*) FROM information_schema.INNODB_TRX WHERE trx_started <= FROM_UNIXTIME(%s)",
+                    (physical_ms(target) / 1000.0,),
+                )
+                open_trx = cur.fetchone()
+                return bool(open_trx is not None and int(open_trx[0]) == 0)
+        finally:
+            conn.close()
+
+    def start_monitor(self) -> None:
+        threading.Thread(
+            target=self._monitor, name=f"sparkcdc-monitor-{self.spec.changefeed_id}", daemon=True
+        ).start()
+
+    def finished(self) -> bool:
+        """True once the checkpoint reached target-ts."""
+        return self._finished.is_set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until finished, the query stops, or timeout; True when finished."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            if self._finished.is_set():
+                return True
+            if self.query is not None and not self.query.isActive:
+                return self._finished.is_set()
+            if deadline is not None and time.monotonic() > deadline:
+                return False
+            self._finished.wait(0.2)
+
+    def is_active(self) -> bool:
+        """Whether the streaming query still runs."""
+        return self.query is not None and bool(self.query.isActive)
+
+    def exception(self) -> SparkCdcError | None:
+        """The error that stopped the query, mapped to a sparkcdc error."""
+        if self._error is not None:
+            return self._error
+        if self.query is None:
+            return None
+        exc = self.query.exception()
+        if exc is None:
+            return None
+        return map_spark_error(exc)
+
+    def stop(self) -> None:
+        """Stop the query and the monitor (the sink keeps what was committed)."""
+        self._stopped.set()
+        if self.query is not None:
+            try:
+                self.query.stop()
+            except Exception:  # stopping a failed query may raise again; it is stopped either way
+                log.debug("query.stop raised", exc_info=True)
+        try:
+            self.sink.close()
+        finally:
+            self._report()
+
+
+def map_spark_error(exc: BaseException) -> SparkCdcError:
+    """Find the sparkcdc error inside a Spark/Py4J exception text and rebuild it."""
+    import re
+
+    from sparkcdc import errors
+
+    text = str(exc)
+    for m in re.finditer(r"sparkcdc\.errors\.(\w+): (.+)", text):
+        cls = getattr(errors, m.group(1), None)
+        if isinstance(cls, type) and issubclass(cls, SparkCdcError):
+            return cls(m.group(2).strip())
+    return TransientError(f"the Spark query failed: {text.splitlines()[0] if text else exc!r}")
+
+
+def start_changefeed(
+    spark: Any, spec: ChangefeedSpec, on_progress: Callable[[Progress], None] | None = None
+) -> RunningChangefeed:
+    """Validate, then start the streaming query; raises ConfigError/UpstreamSetupError before starting."""
+    if not spec.checkpoint_dir:
+        raise ValueError("ChangefeedSpec.checkpoint_dir is required")
+    sink = create_sink(spec.sink_uri, spec.config, spec.changefeed_id)
+    up = UpstreamConfig.from_uri(spec.upstream_uri)
+    check_upstream(up)
+    sink.check()
+    os.makedirs(spec.checkpoint_dir, exist_ok=True)
+    start = resolve_start(up, spec.checkpoint_dir, spec.start_ts)
+    history_path = _state_path(spec.checkpoint_dir, "schema_history.jsonl")
+    bootstrap_history(up, history_path, start, spec)
+    cfg = spec.config
+    src = SourceSpec(
+        changefeed_id=spec.changefeed_id,
+        upstream_uri=spec.upstream_uri,
+        start=start.to_json(),
+        history_path=history_path,
+        target_ts=spec.target_ts,
+        filter_rules=list(cfg.filter.rules),
+        case_sensitive=cfg.case_sensitive,
+        time_zone=cfg.time_zone,
+        max_batch_bytes=spec.max_batch_bytes,
+        parallelism=max(1, int(spark.sparkContext.defaultParallelism)),
+    )
+    running = RunningChangefeed(spec, sink, up, start, on_progress)
+    writer = BatchWriter(sink, _spark_checkpoint(spec), history_path, spec.changefeed_id, running.on_commit)
+    df = spark.readStream.format("sparkcdc_binlog").option("spec", json.dumps(src.to_json())).load()
+    log.info(
+        "starting changefeed %s: %s -> %s from %s",
+        spec.changefeed_id,
+        redact_uri(spec.upstream_uri),
+        redact_uri(spec.sink_uri),
+        start,
+    )
+    running.query = (
+        df.writeStream.foreachBatch(writer)
+        .option("checkpointLocation", _spark_checkpoint(spec))
+        .queryName(f"sparkcdc-{spec.changefeed_id}")
+        .trigger(processingTime=spec.trigger_interval)
+        .start()
+    )
+    running.start_monitor()
+    return running
+
+
+def _spark_checkpoint(spec: ChangefeedSpec) -> str:
+    return os.path.join(spec.checkpoint_dir, "spark")

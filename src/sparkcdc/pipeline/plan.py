@@ -1,0 +1,206 @@
+"""Batch planning on the driver: where each micro-batch ends and how it is split.
+
+A batch ends at a transaction boundary. Every DDL is a batch of its own (its
+end offset carries the DDL events), so a sink applies a DDL after every earlier
+row is durable and before any later row. A DML batch is split into segments of
+whole transactions that Spark tasks decode in parallel.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from sparkcdc.capture.offset import Offset
+from sparkcdc.capture.reader import Scanner, TxnInfo
+from sparkcdc.capture.upstream import UpstreamConfig
+from sparkcdc.filter import TableFilter, changefeed_filter
+from sparkcdc.model import DDLEvent, TableInfo
+from sparkcdc.pipeline.serde import ddl_from_dict, ddl_to_dict
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class SourceSpec:
+    """Everything the source needs; JSON-able (it travels as a data source option)."""
+
+    changefeed_id: str
+    upstream_uri: str
+    start: dict[str, Any]
+    history_path: str
+    target_ts: int | None = None
+    filter_rules: list[str] = field(default_factory=lambda: ["*.*"])
+    case_sensitive: bool = False
+    time_zone: str = "UTC"
+    max_batch_bytes: int = 64 << 20
+    split_bytes: int = 4 << 20
+    parallelism: int = 2
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-able dict."""
+        return dict(self.__dict__)
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> SourceSpec:
+        """Inverse of ``to_json``."""
+        return cls(**d)
+
+    def table_filter(self) -> TableFilter:
+        """The changefeed's table filter (system schemas always dropped)."""
+        return changefeed_filter(self.filter_rules, self.case_sensitive)
+
+
+@dataclass
+class Segment:
+    """A run of whole transactions read by one Spark task."""
+
+    start: Offset
+    end: Offset
+    nbytes: int
+
+
+@dataclass
+class BatchPlan:
+    """One micro-batch: its end offset and either DDL events or DML segments."""
+
+    start: Offset
+    end: Offset
+    ddls: list[DDLEvent] = field(default_factory=list)
+    segments: list[Segment] = field(default_factory=list)
+    tables: dict[tuple[str, str], TableInfo] = field(default_factory=dict)
+    is_ddl: bool = False
+
+    def end_json(self) -> dict[str, Any]:
+        """The end offset as Spark stores it."""
+        d = self.end.to_json()
+        if self.is_ddl:
+            d["ddl"] = [ddl_to_dict(e) for e in self.ddls]
+        return d
+
+
+def offset_of(d: dict[str, Any]) -> Offset:
+    """The Offset part of a source offset dict."""
+    return Offset.from_json(d)
+
+
+def ddls_of(d: dict[str, Any]) -> list[DDLEvent] | None:
+    """The DDL events a batch applies (None for a DML batch)."""
+    if "ddl" not in d:
+        return None
+    return [ddl_from_dict(x) for x in d["ddl"]]
+
+
+def split_segments(txns: list[TxnInfo], split_bytes: int, parallelism: int) -> list[Segment]:
+    """Cut transactions into at most ``parallelism`` segments of similar size."""
+    total = sum(t.nbytes for t in txns)
+    n = 1 if total < split_bytes or parallelism <= 1 else min(parallelism, len(txns))
+    target = total / n
+    segs: list[Segment] = []
+    first = txns[0]
+    acc = 0
+    for i, t in enumerate(txns):
+        acc += t.nbytes
+        last = i == len(txns) - 1
+        if last or (acc >= target and len(segs) < n - 1):
+            segs.append(Segment(first.start, t.end, acc))
+            if not last:
+                first = txns[i + 1]
+            acc = 0
+    return segs
+
+
+class Planner:
+    """Decides batch ends (``latestOffset``) and partitions; keeps the schema catalog in step."""
+
+    def __init__(self, spec: SourceSpec) -> None:
+        from sparkcdc.capture.schema_history import FileSchemaHistoryStore, SchemaHistory
+
+        self.spec = spec
+        self.up = UpstreamConfig.from_uri(spec.upstream_uri)
+        self.scanner = Scanner(self.up)
+        self.filter = spec.table_filter()
+        self.history = SchemaHistory.open(FileSchemaHistoryStore(spec.history_path))
+        self._catalog: Any = None
+        self._catalog_at: Offset | None = None
+        self._plans: dict[tuple[Offset, Offset], BatchPlan] = {}
+
+    def _catalog_for(self, start: Offset) -> Any:
+        if self._catalog is None or self._catalog_at != start:
+            self._catalog = self.history.catalog_at(start.ts)
+            self._catalog_at = start
+        return self._catalog
+
+    def next_batch(self, start: Offset) -> BatchPlan | None:
+        """Plan the batch after ``start``; None when there is nothing new."""
+        target = self.spec.target_ts
+        if target is not None and start.ts >= target:
+            return None
+        cat = self._catalog_for(start)
+        txns: list[TxnInfo] = []
+        total = 0
+        for txn in self.scanner.scan(start):
+            if target is not None and txn.ts > target:
+                break
+            if txn.queries:
+                if txns:
+                    break
+                return self._ddl_batch(start, txn, cat)
+            txns.append(txn)
+            total += txn.nbytes
+            if total >= self.spec.max_batch_bytes:
+                break
+        if not txns:
+            return None
+        plan = self._dml_batch(start, txns, cat)
+        self._catalog_at = plan.end
+        return plan
+
+    def _ddl_batch(self, start: Offset, txn: TxnInfo, cat: Any) -> BatchPlan:
+        events: list[DDLEvent] = []
+        for schema, query in txn.queries:
+            events.extend(cat.apply_ddl(query, schema or None, txn.ts))
+        for ev in events:
+            self.history.record(ev)
+        visible = [
+            e
+            for e in events
+            if (e.table and self.filter.match(e.schema, e.table))
+            or (not e.table and self.filter.match_schema(e.schema))
+            or (e.old_table is not None and self.filter.match(e.old_schema or e.schema, e.old_table))
+        ]
+        plan = BatchPlan(start, txn.end, ddls=visible, is_ddl=True)
+        self._catalog_at = txn.end
+        self._plans[(start, txn.end)] = plan
+        return plan
+
+    def _dml_batch(self, start: Offset, txns: list[TxnInfo], cat: Any) -> BatchPlan:
+        tables: dict[tuple[str, str], TableInfo] = {}
+        for t in txns:
+            for key in t.tables:
+                if key not in tables and self.filter.match(*key):
+                    info = cat.get(*key)
+                    if info is not None:
+                        tables[key] = info
+        segs = split_segments(txns, self.spec.split_bytes, self.spec.parallelism)
+        plan = BatchPlan(start, txns[-1].end, segments=segs, tables=tables)
+        self._plans[(start, plan.end)] = plan
+        if len(self._plans) > 64:
+            self._plans.pop(next(iter(self._plans)))
+        return plan
+
+    def plan(self, start_d: dict[str, Any], end_d: dict[str, Any]) -> BatchPlan:
+        """The plan of a batch Spark already fixed (recomputed after a restart)."""
+        start, end = offset_of(start_d), offset_of(end_d)
+        cached = self._plans.get((start, end))
+        if cached is not None:
+            return cached
+        if "ddl" in end_d:
+            return BatchPlan(start, end, ddls=ddls_of(end_d) or [], is_ddl=True)
+        cat = self.history.catalog_at(end.ts)
+        txns = [t for t in self.scanner.scan(start, stop=lambda t: t.end.key() >= end.key())]
+        txns = [t for t in txns if t.end.key() <= end.key()]
+        if not txns:
+            return BatchPlan(start, end)
+        return self._dml_batch(start, txns, cat)

@@ -1,0 +1,43 @@
+"""The Spark session sparkcdc runs in."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+_registered: set[int] = set()
+
+
+def get_spark(
+    master: str | None = None, app_name: str = "sparkcdc", conf: dict[str, str] | None = None
+) -> Any:
+    """A SparkSession (local[*] by default) with the sparkcdc data source registered."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.appName(app_name)
+    master = master or os.environ.get("SPARKCDC_SPARK_MASTER") or "local[*]"
+    builder = builder.master(master)
+    defaults = {
+        "spark.ui.enabled": "false",
+        "spark.sql.shuffle.partitions": "4",
+        "spark.python.worker.reuse": "true",
+        "spark.sql.streaming.stopTimeout": "60s",
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
+        "spark.driver.memory": os.environ.get("SPARKCDC_DRIVER_MEMORY", "2g"),
+        "spark.sql.streaming.noDataMicroBatches.enabled": "false",
+        "spark.sql.adaptive.enabled": "false",
+        "spark.executorEnv.PYSPARK_PYTHON": os.environ["PYSPARK_PYTHON"],
+    }
+    for k, v in {**defaults, **(conf or {})}.items():
+        builder = builder.config(k, v)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel(os.environ.get("SPARKCDC_SPARK_LOG_LEVEL", "ERROR"))
+    if id(spark) not in _registered:
+        from sparkcdc.pipeline.source import BinlogDataSource
+
+        spark.dataSource.register(BinlogDataSource)
+        _registered.add(id(spark))
+    return spark

@@ -96,6 +96,26 @@ class StorageBackend:
             raise SinkError("the azure:// storage sink needs adlfs: pip install 'sparkcdc[azure]'") from exc
         return adlfs.AzureBlobFileSystem(**self.options)
 
+    def check(self) -> None:
+        """Reach the storage: a local root is created, a bucket must exist."""
+        if self.scheme == "file":
+            try:
+                os.makedirs(self.root, exist_ok=True)
+            except OSError as exc:
+                raise SinkError(f"cannot create the storage sink directory {self.root!r}: {exc}") from exc
+            return
+        bucket = self.root.split("/", 1)[0]
+        try:
+            self.fs.invalidate_cache()
+            self.fs.ls(bucket, detail=False)
+        except (FileNotFoundError, PermissionError) as exc:
+            raise SinkError(
+                f"bucket {bucket!r} of storage URI {self.display!r} does not exist or is not accessible "
+                f"with the given credentials; create it first ({exc})"
+            ) from exc
+        except Exception as exc:  # botocore/aiohttp raise their own types for a dead endpoint
+            raise SinkUnavailable(f"cannot reach the storage of {self.display!r}: {exc}") from exc
+
     def full(self, rel: str) -> str:
         """The backend path of a path relative to the root."""
         return posixpath.join(self.root, rel) if rel else self.root
@@ -126,6 +146,8 @@ class StorageBackend:
         """The size of an object, or None if it does not exist."""
         path = self.full(rel)
         try:
+            if self.scheme != "file":
+                self.fs.invalidate_cache(path)
             return int(self.fs.size(path))
         except FileNotFoundError:
             return None
@@ -135,6 +157,8 @@ class StorageBackend:
     def exists(self, rel: str) -> bool:
         """Whether an object exists."""
         try:
+            if self.scheme != "file":
+                self.fs.invalidate_cache(self.full(rel))
             return bool(self.fs.exists(self.full(rel)))
         except OSError as exc:
             raise _io_error("stat", self.full(rel), exc) from exc
@@ -164,15 +188,19 @@ class StorageBackend:
             return {}
         except OSError as exc:
             raise _io_error("list", self.root, exc) from exc
-        root = self.root.rstrip("/") + "/"
-        prefix_len = len(self.fs._strip_protocol(root)) if self.scheme != "file" else len(root)
+        root = self.root.rstrip("/")
         out: dict[str, int] = {}
         for path, info in found.items():
             if info.get("type") == "directory":
                 continue
-            rel = str(path)[prefix_len:] if self.scheme != "file" else os.path.relpath(path, self.root)
+            p = str(path)
             if self.scheme == "file":
-                rel = rel.replace(os.sep, "/")
+                rel = os.path.relpath(p, root).replace(os.sep, "/")
+            else:
+                p = p.split("://", 1)[-1]
+                if not p.startswith(root + "/"):
+                    continue
+                rel = p[len(root) + 1 :]
             if "/." in "/" + rel:  # temp files of an atomic write in progress
                 continue
             out[rel] = int(info.get("size") or 0)

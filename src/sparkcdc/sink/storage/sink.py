@@ -57,8 +57,8 @@ class StorageSink(Sink):
         return self.settings.backend
 
     def check(self) -> None:
-        """Reach the storage: list the root (creates nothing)."""
-        self.settings.backend.list_dir("")
+        """Reach the storage (a local directory is created; a bucket must exist)."""
+        self.settings.backend.check()
 
     def apply_ddl(self, ddl: DDLEvent) -> None:
         """Write the DDL's table or database schema file."""

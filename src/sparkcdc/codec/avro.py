@@ -347,6 +347,13 @@ class AvroEncoder:
             self._tables[ck] = tc
         return tc
 
+    def prepare(self, table: TableInfo, topic: str) -> None:
+        """Register a table version's key and value schemas for a topic now (a refusal raises before any send)."""
+        s = self.table_codec(table).schemas
+        if s.key_json is not None:
+            self._header(subject_for(topic, True), s.key_json)
+        self._header(subject_for(topic, False), s.value_json)
+
     # -- rows -------------------------------------------------------------------------------------------
 
     def encode_row(

@@ -45,7 +45,7 @@ TIDB_WATERMARK = "TIDB_WATERMARK"
 
 # ------------------------------------------------------------------ easyjson strings
 
-_NEEDS_ESCAPE = re.compile("[\x00-\x1f\"\\\\<>&\u2028\u2029\ud800-\udfff]")
+_NEEDS_ESCAPE = re.compile('[\x00-\x1f"\\\\<>&\u2028\u2029\ud800-\udfff]')
 _ESCAPES: dict[int, str] = {i: f"\\u{i:04x}" for i in range(0x20)}
 _ESCAPES.update(
     {
@@ -300,7 +300,9 @@ class CanalJsonEncoder:
         plan = self._plans.get(id(table))
         if plan is None or plan.table is not table or plan.schema != row.schema or plan.name != row.table:
             if len(table.columns) == 0:
-                raise DecodeError(f"table {row.schema}.{row.table} has no columns; cannot encode a canal-json row")
+                raise DecodeError(
+                    f"table {row.schema}.{row.table} has no columns; cannot encode a canal-json row"
+                )
             plan = _TablePlan(table, row.schema, row.table, self.content_compatible)
             if len(self._plans) > 4096:
                 self._plans.clear()
@@ -415,7 +417,7 @@ class CanalJsonEncoder:
             return None
         return (
             '{"id":0,"database":"","table":"","pkNames":null,"isDdl":false,"type":"TIDB_WATERMARK","es":'
-            f"{physical_ms(ts)},\"ts\":{self._now_ms()},"
+            f'{physical_ms(ts)},"ts":{self._now_ms()},'
             '"sql":"","sqlType":null,"mysqlType":null,"data":null,"old":null,"_tidb":{'
             + (f'"watermarkTs":{ts}' if ts else "")
             + "}}"
@@ -469,7 +471,9 @@ def decode_canal_json(data: bytes) -> CanalMessage:
     else:
         kind = "dml"
         if typ not in ("INSERT", "UPDATE", "DELETE") and "claimCheckLocation" not in ext:
-            raise DecodeError(f"canal-json DML message has unknown type {typ!r}; expected INSERT, UPDATE or DELETE")
+            raise DecodeError(
+                f"canal-json DML message has unknown type {typ!r}; expected INSERT, UPDATE or DELETE"
+            )
     return CanalMessage(
         kind=kind,
         database=obj.get("database") or "",
@@ -541,7 +545,9 @@ def canal_value_to_model(value: str | None, column: ColumnInfo) -> Any:
         if t == "set":
             return set_names(column, int(value))
     except (ValueError, ArithmeticError) as exc:
-        raise DecodeError(f"canal-json value {value!r} is not a valid {column.type} for column {column.name!r}") from exc
+        raise DecodeError(
+            f"canal-json value {value!r} is not a valid {column.type} for column {column.name!r}"
+        ) from exc
     return value
 
 

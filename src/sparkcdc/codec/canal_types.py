@@ -84,7 +84,13 @@ _DEFAULT_WIDTH: dict[str, int] = {
     "binary": 1,
     "year": 4,
 }
-_DEFAULT_UNSIGNED_WIDTH: dict[str, int] = {"tinyint": 3, "smallint": 5, "mediumint": 8, "int": 10, "bigint": 20}
+_DEFAULT_UNSIGNED_WIDTH: dict[str, int] = {
+    "tinyint": 3,
+    "smallint": 5,
+    "mediumint": 8,
+    "int": 10,
+    "bigint": 20,
+}
 
 
 def base_java_type(col: ColumnInfo) -> int:
@@ -133,13 +139,13 @@ def _compact_type(col: ColumnInfo) -> str:
         return f"{t}({col.fsp})" if col.fsp else t
     if t in ("float", "double"):
         if col.scale is not None and col.scale > 0:
-            width = col.precision if col.precision is not None else (12 if t == "float" else 22)
-            return f"{t}({width},{col.scale})"
+            flen = col.precision if col.precision is not None else (12 if t == "float" else 22)
+            return f"{t}({flen},{col.scale})"
         return t
     if t == "decimal":
         return f"decimal({col.precision if col.precision is not None else 10},{col.scale or 0})"
     if t in _DEFAULT_UNSIGNED_WIDTH or t in ("bit", "char", "varchar", "binary", "varbinary", "year"):
-        width = col.length
+        width: int | None = col.length
         if width is None:
             if col.unsigned and t in _DEFAULT_UNSIGNED_WIDTH:
                 width = _DEFAULT_UNSIGNED_WIDTH[t]

@@ -1,0 +1,480 @@
+"""TiCDC's storage-sink CSV (``pkg/sink/codec/csv``): encoder beside decoder.
+
+A record is ``op, table, schema[, commit-ts][, is-update][, handle-key], values…``
+followed by the terminator. Strings are quoted (the quote doubled inside) or,
+with an empty quote, backslash-escaped (``\\``, CR, LF and the delimiter);
+other values are Go's ``%v`` (ints, shortest-``'g'`` floats, ``true``/``false``);
+NULL is the null string, never quoted. DECIMAL, date/time and JSON are quoted
+strings, ENUM/SET their names, binary base64 or lower-case hex.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from sparkcdc.codec.values import decimal_text, go_g_format, to_float32
+from sparkcdc.config.replica import CSVConfig, ReplicaConfig
+from sparkcdc.errors import ConfigError, DecodeError
+from sparkcdc.model.events import Op, RowChange
+from sparkcdc.model.schema import BLOB_TYPES, INT_TYPES, ColumnInfo, TableInfo
+
+HEADER_OPERATION = "ticdc-meta$operation"
+HEADER_TABLE = "ticdc-meta$table"
+HEADER_SCHEMA = "ticdc-meta$schema"
+HEADER_COMMIT_TS = "ticdc-meta$commit-ts"
+HEADER_IS_UPDATE = "ticdc-meta$is-update"
+
+_ENCODING_ERRORS = "surrogateescape"  # bytes that were not UTF-8 upstream travel through unchanged
+
+
+def validate_csv_config(csv: CSVConfig, *, delete_only_output_handle_key_columns: bool = False) -> None:
+    """Reject what TiCDC rejects in ``[sink.csv]`` (ConfigError names the value and the fix)."""
+    quote, delim = csv.quote, csv.delimiter
+    if len(quote.encode("utf-8")) > 1:
+        raise ConfigError(
+            f"csv config quote contains more than one character: quote={quote!r}; "
+            'set [sink.csv] quote to a single character, or to "" to escape with backslashes'
+        )
+    if quote in ("\r", "\n"):
+        raise ConfigError(
+            f"csv config quote cannot be line break character: quote={quote!r}; use e.g. quote = '\"'"
+        )
+    if not delim:
+        raise ConfigError("csv config delimiter cannot be empty: delimiter=''; use e.g. delimiter = ','")
+    if len(delim.encode("utf-8")) > 3:
+        raise ConfigError(
+            f"csv config delimiter contains more than three characters, note that escape sequences "
+            f"can only be used in double quotes in toml configuration items: delimiter={delim!r}; "
+            "use a delimiter of 1 to 3 bytes"
+        )
+    if "\r" in delim or "\n" in delim:
+        raise ConfigError(
+            f"csv config delimiter contains line break characters: delimiter={delim!r}; "
+            "CR and LF are reserved for the terminator"
+        )
+    if quote and any(ch in quote for ch in delim):
+        raise ConfigError(
+            f"csv config quote and delimiter has common characters which is not allowed: "
+            f"quote={quote!r}, delimiter={delim!r}; choose a quote that does not occur in the delimiter"
+        )
+    if csv.binary_encoding_method not in ("hex", "base64"):
+        raise ConfigError(
+            f"csv config binary-encoding-method can only be hex or base64: "
+            f"binary-encoding-method={csv.binary_encoding_method!r}"
+        )
+    if delete_only_output_handle_key_columns:
+        raise ConfigError(
+            "CSV protocol always output all columns for the delete event, do not set "
+            "`delete-only-output-handle-key-columns` to true (got true in [sink])"
+        )
+
+
+# ------------------------------------------------------------------ encoder
+
+_Render = Callable[[Any], str]
+"""Renders a non-NULL value as its final CSV field text (quoted/escaped as needed)."""
+
+
+class CSVEncoder:
+    """Encodes row changes as TiCDC CSV records."""
+
+    def __init__(
+        self,
+        csv: CSVConfig | None = None,
+        terminator: str = "\r\n",
+        include_commit_ts: bool | None = None,
+        output_old_value: bool | None = None,
+        output_handle_key: bool | None = None,
+        *,
+        delete_only_output_handle_key_columns: bool = False,
+    ) -> None:
+        csv = csv or CSVConfig()
+        validate_csv_config(csv, delete_only_output_handle_key_columns=delete_only_output_handle_key_columns)
+        self.csv = csv
+        self.terminator = terminator
+        self.delimiter = csv.delimiter
+        self.quote = csv.quote
+        self.null = csv.null
+        self.include_commit_ts = csv.include_commit_ts if include_commit_ts is None else include_commit_ts
+        self.output_old_value = csv.output_old_value if output_old_value is None else output_old_value
+        self.output_handle_key = csv.output_handle_key if output_handle_key is None else output_handle_key
+        self.output_field_header = csv.output_field_header
+        self.binary_encoding = csv.binary_encoding_method
+        if self.quote:
+            q, qq = self.quote, self.quote + self.quote
+            self.string: Callable[[str], str] = lambda s: q + s.replace(q, qq) + q
+        else:
+            self.string = _escaper(self.delimiter)
+        self._renderers: dict[int, tuple[TableInfo, list[_Render]]] = {}
+
+    @classmethod
+    def from_config(cls, cfg: ReplicaConfig) -> CSVEncoder:
+        """Build from ``[sink]`` and ``[sink.csv]``, validating them like TiCDC."""
+        return cls(
+            cfg.sink.csv,
+            cfg.sink.terminator,
+            delete_only_output_handle_key_columns=cfg.sink.delete_only_output_handle_key_columns,
+        )
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_renderers"] = {}
+        state.pop("string", None)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        if self.quote:
+            q, qq = self.quote, self.quote + self.quote
+            self.string = lambda s: q + s.replace(q, qq) + q
+        else:
+            self.string = _escaper(self.delimiter)
+
+    # -------------------------------------------------------------- rendering
+
+    def _renderer(self, col: ColumnInfo) -> _Render:
+        t = col.type
+        string = self.string
+        if t in INT_TYPES or t in ("year", "bit"):
+            return lambda v: str(v) if type(v) is int else self._fallback(v, col)
+        if t == "float" or t == "double":
+            bits = 32 if t == "float" else 64
+            return lambda v: go_g_format(v, bits) if type(v) is float else self._fallback(v, col)
+        if t == "decimal":
+            scale = col.scale
+            return lambda v: string(decimal_text(v, scale)) if type(v) is Decimal else self._fallback(v, col)
+        if t in BLOB_TYPES:
+            enc = self._binary
+            return lambda v: string(enc(v)) if type(v) is bytes else self._fallback(v, col)
+        return lambda v: string(v) if type(v) is str else self._fallback(v, col)
+
+    def _binary(self, v: bytes) -> str:
+        if self.binary_encoding == "hex":
+            return v.hex()
+        return base64.b64encode(v).decode("ascii")
+
+    def _fallback(self, v: Any, col: ColumnInfo) -> str:
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        if isinstance(v, int):
+            return str(v)
+        if isinstance(v, float):
+            return go_g_format(v, 32 if col.type == "float" else 64)
+        if isinstance(v, bytes | bytearray | memoryview):
+            return self.string(self._binary(bytes(v)))
+        if isinstance(v, Decimal):
+            return self.string(decimal_text(v, col.scale))
+        return self.string(str(v))
+
+    def _table_renderers(self, table: TableInfo) -> list[_Render]:
+        entry = self._renderers.get(id(table))
+        if entry is None or entry[0] is not table:
+            if len(self._renderers) > 4096:
+                self._renderers.clear()
+            entry = (table, [self._renderer(c) for c in table.columns])
+            self._renderers[id(table)] = entry
+        return entry[1]
+
+    def _handle_key(self, image: tuple[Any, ...], table: TableInfo) -> str:
+        idx = table.handle_key_index
+        if not idx:
+            return self.null
+        if len(idx) == 1 and table.columns[idx[0]].type in INT_TYPES:
+            return self.string(str(image[idx[0]]))
+        parts = []
+        for i in idx:
+            v = image[i]
+            parts.append(self._binary(v) if isinstance(v, bytes) else ("" if v is None else str(v)))
+        return self.string("{" + ", ".join(parts) + "}")
+
+    def _record(
+        self, op: str, row: RowChange, table: TableInfo, image: tuple[Any, ...], is_update: bool
+    ) -> str:
+        d = self.delimiter
+        s = self.string
+        fields = [s(op), s(row.table), s(row.schema)]
+        if self.include_commit_ts:
+            fields.append(str(row.commit_ts))
+        if self.output_old_value:
+            fields.append("true" if is_update else "false")
+        if self.output_handle_key:
+            fields.append(self._handle_key(image, table))
+        null = self.null
+        for render, v in zip(self._table_renderers(table), image, strict=True):
+            fields.append(null if v is None else render(v))
+        return d.join(fields) + self.terminator
+
+    def encode_row(self, row: RowChange, table: TableInfo) -> bytes:
+        """One record, or two (D then I, both is-update) for an UPDATE with output-old-value."""
+        if len(table.columns) == 0:
+            raise DecodeError(f"table {row.schema}.{row.table} has no columns; cannot encode a CSV row")
+        if row.op == "D":
+            image = row.before
+        else:
+            image = row.after
+        if image is None:
+            raise DecodeError(
+                f"{row.op} row change for {row.schema}.{row.table} at commit_ts {row.commit_ts} has no "
+                "row image; the capture must emit full row images"
+            )
+        if len(image) != len(table.columns):
+            raise DecodeError(
+                f"row for {row.schema}.{row.table} has {len(image)} values but the table has "
+                f"{len(table.columns)} columns at version {table.version}"
+            )
+        if row.op == "U":
+            if self.output_old_value and row.before is not None:
+                return (
+                    self._record("D", row, table, row.before, True)
+                    + self._record("I", row, table, image, True)
+                ).encode("utf-8", _ENCODING_ERRORS)
+            return self._record("U", row, table, image, True).encode("utf-8", _ENCODING_ERRORS)
+        return self._record(row.op, row, table, image, False).encode("utf-8", _ENCODING_ERRORS)
+
+    def header(self, table: TableInfo) -> bytes:
+        """The output-field-header line (b"" when output-field-header is off)."""
+        if not self.output_field_header:
+            return b""
+        names = [HEADER_OPERATION, HEADER_TABLE, HEADER_SCHEMA]
+        if self.include_commit_ts:
+            names.append(HEADER_COMMIT_TS)
+        if self.output_old_value:
+            names.append(HEADER_IS_UPDATE)
+        names.extend(table.column_names)
+        return (self.delimiter.join(names) + self.terminator).encode("utf-8", _ENCODING_ERRORS)
+
+
+def _escaper(delimiter: str) -> Callable[[str], str]:
+    """Backslash-escape ``\\``, CR, LF and the delimiter (each of its characters)."""
+    escaped_delim = "".join("\\" + ch for ch in delimiter)
+    pattern = re.compile(re.escape(delimiter) + r"|[\\\r\n]")
+    repl = {"\\": "\\\\", "\r": "\\r", "\n": "\\n", delimiter: escaped_delim}
+
+    def sub(m: re.Match[str]) -> str:
+        return repl[m.group()]
+
+    def escape(s: str) -> str:
+        return pattern.sub(sub, s)
+
+    return escape
+
+
+# ------------------------------------------------------------------ decoder
+
+
+@dataclass(frozen=True, slots=True)
+class CSVRecord:
+    """One decoded CSV record; ``values`` are the model's Python values for the table's columns."""
+
+    op: Op
+    table: str
+    schema: str
+    commit_ts: int | None
+    is_update: bool | None
+    handle_key: str | None
+    values: tuple[Any, ...]
+
+    def to_row_change(self, table: TableInfo, seq: int = 0) -> RowChange:
+        """The row change this record stands for (I/U → after image, D → before image)."""
+        before = self.values if self.op == "D" else None
+        after = None if self.op == "D" else self.values
+        return RowChange(
+            op=self.op,
+            schema=self.schema,
+            table=self.table,
+            table_version=table.version,
+            commit_ts=self.commit_ts or 0,
+            before=before,
+            after=after,
+            seq=seq,
+        )
+
+
+_Field = tuple[str | None, bool]  # (text, quoted); text None for NULL
+
+
+class CSVDecoder:
+    """Reads TiCDC CSV back into typed values (the inverse of ``CSVEncoder``)."""
+
+    def __init__(
+        self,
+        csv: CSVConfig | None = None,
+        terminator: str = "\r\n",
+        include_commit_ts: bool | None = None,
+        output_old_value: bool | None = None,
+        output_handle_key: bool | None = None,
+    ) -> None:
+        csv = csv or CSVConfig()
+        validate_csv_config(csv)
+        if not terminator:
+            raise ConfigError("csv terminator cannot be empty; use \\r\\n, \\n or \\r")
+        self.csv = csv
+        self.terminator = terminator
+        self.delimiter = csv.delimiter
+        self.quote = csv.quote
+        self.null = csv.null
+        self.include_commit_ts = csv.include_commit_ts if include_commit_ts is None else include_commit_ts
+        self.output_old_value = csv.output_old_value if output_old_value is None else output_old_value
+        self.output_handle_key = csv.output_handle_key if output_handle_key is None else output_handle_key
+        self.binary_encoding = csv.binary_encoding_method
+        if self.quote:
+            self._special = re.compile(re.escape(self.delimiter) + "|" + re.escape(terminator))
+        else:
+            self._special = re.compile(r"\\|" + re.escape(self.delimiter) + "|" + re.escape(terminator))
+
+    @classmethod
+    def from_config(cls, cfg: ReplicaConfig) -> CSVDecoder:
+        """Build from ``[sink]`` and ``[sink.csv]``."""
+        return cls(cfg.sink.csv, cfg.sink.terminator)
+
+    # -------------------------------------------------------------- parsing
+
+    def records(self, data: bytes | str) -> Iterator[list[_Field]]:
+        """Split raw CSV into records of (text, quoted) fields; NULL fields have text None."""
+        s = data if isinstance(data, str) else data.decode("utf-8", _ENCODING_ERRORS)
+        n = len(s)
+        pos = 0
+        quote, delim, term = self.quote, self.delimiter, self.terminator
+        special = self._special
+        while pos < n:
+            fields: list[_Field] = []
+            while True:
+                if quote and s.startswith(quote, pos):
+                    i = pos + 1
+                    buf = []
+                    while True:
+                        j = s.find(quote, i)
+                        if j < 0:
+                            raise DecodeError(f"unterminated quoted CSV field starting at offset {pos}")
+                        buf.append(s[i:j])
+                        if s.startswith(quote, j + 1):
+                            buf.append(quote)
+                            i = j + 2
+                            continue
+                        pos = j + 1
+                        break
+                    fields.append(("".join(buf), True))
+                elif quote:
+                    m = special.search(s, pos)
+                    end = m.start() if m else n
+                    raw = s[pos:end]
+                    fields.append((None if raw == self.null else raw, False))
+                    pos = end
+                else:
+                    start = pos
+                    parts = []
+                    while True:
+                        m = special.search(s, pos)
+                        end = m.start() if m else n
+                        parts.append(s[pos:end])
+                        if m is not None and m.group() == "\\":
+                            if end + 1 >= n:
+                                raise DecodeError(f"CSV ends inside a backslash escape at offset {end}")
+                            ch = s[end + 1]
+                            parts.append("\n" if ch == "n" else "\r" if ch == "r" else ch)
+                            pos = end + 2
+                            continue
+                        pos = end
+                        break
+                    raw = s[start:pos]
+                    fields.append((None if raw == self.null else "".join(parts), False))
+                if pos >= n:
+                    yield fields
+                    return
+                if s.startswith(delim, pos):
+                    pos += len(delim)
+                    continue
+                if s.startswith(term, pos):
+                    pos += len(term)
+                    yield fields
+                    break
+                raise DecodeError(
+                    f"unexpected {s[pos : pos + 10]!r} after a CSV field at offset {pos}; "
+                    f"expected the delimiter {delim!r} or the terminator {term!r}"
+                )
+
+    def decode(self, data: bytes | str, table: TableInfo) -> Iterator[CSVRecord]:
+        """Decode every record of one table's CSV data (an output-field-header line is skipped)."""
+        meta = 3 + int(self.include_commit_ts) + int(self.output_old_value) + int(self.output_handle_key)
+        ncols = len(table.columns)
+        converters = [self._converter(c) for c in table.columns]
+        first = True
+        for fields in self.records(data):
+            if first:
+                first = False
+                if fields and fields[0] == (HEADER_OPERATION, False):
+                    continue
+            if len(fields) != meta + ncols:
+                raise DecodeError(
+                    f"CSV record has {len(fields)} fields but {meta} meta fields + {ncols} columns of "
+                    f"{table.schema}.{table.table} (version {table.version}) were expected; check the "
+                    "csv options (include-commit-ts, output-old-value, output-handle-key) and the table version"
+                )
+            op = fields[0][0]
+            if op not in ("I", "U", "D"):
+                raise DecodeError(f"invalid CSV operation type {op!r}; expected I, U or D")
+            i = 3
+            commit_ts: int | None = None
+            if self.include_commit_ts:
+                raw = fields[i][0]
+                try:
+                    commit_ts = int(raw or "")
+                except ValueError:
+                    raise DecodeError(
+                        f"the 4th column({raw}) of csv row should be a valid commit-ts"
+                    ) from None
+                i += 1
+            is_update: bool | None = None
+            if self.output_old_value:
+                is_update = fields[i][0] == "true"
+                i += 1
+            handle_key: str | None = None
+            if self.output_handle_key:
+                handle_key = fields[i][0]
+                i += 1
+            values = tuple(conv(f[0]) for conv, f in zip(converters, fields[i:], strict=True))
+            yield CSVRecord(
+                op=op,  # type: ignore[arg-type]
+                table=fields[1][0] or "",
+                schema=fields[2][0] or "",
+                commit_ts=commit_ts,
+                is_update=is_update,
+                handle_key=handle_key,
+                values=values,
+            )
+
+    def _converter(self, col: ColumnInfo) -> Callable[[str | None], Any]:
+        t = col.type
+
+        def wrap(fn: Callable[[str], Any]) -> Callable[[str | None], Any]:
+            def conv(text: str | None) -> Any:
+                if text is None:
+                    return None
+                try:
+                    return fn(text)
+                except (ValueError, InvalidOperation, binascii.Error) as exc:
+                    raise DecodeError(
+                        f"CSV value {text[:60]!r} is not a valid {t} for column {col.name!r}"
+                    ) from exc
+
+            return conv
+
+        if t in INT_TYPES or t in ("year", "bit"):
+            return wrap(int)
+        if t == "float":
+            return wrap(lambda x: to_float32(float(x)))
+        if t == "double":
+            return wrap(float)
+        if t == "decimal":
+            return wrap(Decimal)
+        if t in BLOB_TYPES:
+            if self.binary_encoding == "hex":
+                return wrap(bytes.fromhex)
+            return wrap(lambda x: base64.b64decode(x, validate=True))
+        return wrap(lambda x: x)

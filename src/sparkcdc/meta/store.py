@@ -83,7 +83,7 @@ def _engine_for(uri: str) -> Engine:
     if scheme in ("postgresql", "postgres", "postgresql+psycopg"):
         url = "postgresql+psycopg" + uri[len(scheme) :]
         try:
-            return create_engine(url, pool_pre_ping=True, pool_size=5, max_overflow=5)
+            return create_engine(url, pool_pre_ping=True, pool_size=5, max_overflow=5, hide_parameters=True)
         except (ModuleNotFoundError, NoSuchModuleError) as exc:
             raise ConfigError(
                 f"meta URI {redact_uri(uri)!r} needs the PostgreSQL driver psycopg 3: "
@@ -103,7 +103,10 @@ def _engine_for(uri: str) -> Engine:
         Path(database).expanduser().resolve().parent.mkdir(parents=True, exist_ok=True)
         # NullPool: a SQLite connection is cheap, and no pooled connection outlives a fork.
         engine = create_engine(
-            uri, poolclass=NullPool, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000}
+            uri,
+            poolclass=NullPool,
+            hide_parameters=True,  # SQL errors must not print sink URIs (and their passwords)
+            connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000},
         )
 
         @event.listens_for(engine, "connect")

@@ -1,0 +1,67 @@
+"""``sparkcdc server``: the HTTP API and the changefeed scheduler."""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from sparkcdc.errors import ConfigError
+
+
+def _spark_conf(pairs: list[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(
+                f"invalid --spark-conf {pair!r}: expected KEY=VALUE, e.g. spark.executor.memory=2g"
+            )
+        out[key.strip()] = value
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    """Start the server and serve until interrupted."""
+    from sparkcdc.server.main import ServerOptions, run_server
+
+    opts = ServerOptions(
+        listen=args.listen,
+        meta_uri=args.meta_uri,
+        spark_master=args.spark_master,
+        spark_conf=_spark_conf(args.spark_conf),
+        auth_token=args.auth_token,
+        lease_seconds=args.lease_seconds,
+        data_dir=args.data_dir,
+        advertise_addr=args.advertise_addr,
+        max_changefeeds=args.max_changefeeds,
+    )
+    return run_server(opts)
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Add the ``server`` command."""
+    p = sub.add_parser("server", help="run a sparkcdc server (HTTP API /api/v2 + changefeed scheduler)")
+    p.add_argument(
+        "--listen", default="127.0.0.1:8300", help="HOST:PORT to serve the API on (default %(default)s)"
+    )
+    p.add_argument(
+        "--meta-uri",
+        default=os.environ.get("SPARKCDC_META_URI", "sqlite:///sparkcdc-meta.db"),
+        help="meta database: sqlite:///path (one server) or postgresql://user:pass@host:port/db (several servers)",
+    )
+    p.add_argument("--spark-master", default="local[2]", help="Spark master URL (default %(default)s)")
+    p.add_argument(
+        "--spark-conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark setting"
+    )
+    p.add_argument(
+        "--auth-token",
+        default=os.environ.get("SPARKCDC_AUTH_TOKEN"),
+        help="require 'Authorization: Bearer TOKEN' on every API route except health (env SPARKCDC_AUTH_TOKEN)",
+    )
+    p.add_argument(
+        "--lease-seconds", type=float, default=10.0, help="changefeed lease length (default %(default)s)"
+    )
+    p.add_argument("--data-dir", default=None, help="where Spark checkpoints of running changefeeds live")
+    p.add_argument("--advertise-addr", default=None, help="HOST:PORT other tools see (default: --listen)")
+    p.add_argument("--max-changefeeds", type=int, default=None, help="run at most this many changefeeds here")
+    p.set_defaults(func=run)

@@ -1,0 +1,220 @@
+"""The HTTP API, shaped like TiCDC's ``/api/v2`` (Starlette; any server answers any request)."""
+
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+import os
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from sparkcdc import __version__
+from sparkcdc.errors import AuthError, SparkCdcError, http_status
+from sparkcdc.meta import MetaStore
+from sparkcdc.server.service import ChangefeedService, invalid_param, validate_namespace
+
+log = logging.getLogger(__name__)
+
+PREFIX = "/api/v2"
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+@dataclass
+class ServerState:
+    """What the handlers need to know about the server they run in."""
+
+    store: MetaStore
+    service: ChangefeedService
+    server_id: str
+    address: str
+    lease_seconds: float
+    auth_token: str | None = None
+    scheduler: Any = None
+
+
+def _json(data: Any, status: int = 200) -> JSONResponse:
+    return JSONResponse(data, status_code=status)
+
+
+def error_response(err: SparkCdcError) -> JSONResponse:
+    """An API error body ``{"error_code", "error_msg"}`` with the status from ``errors.http_status``."""
+    return _json(err.to_dict(), http_status(err))
+
+
+async def _body(request: Request) -> dict[str, Any]:
+    raw = await request.body()
+    if not raw.strip():
+        return {}
+    try:
+        data = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise invalid_param(f"the request body is not valid JSON: {exc}") from exc
+    if not isinstance(data, dict):
+        raise invalid_param(f"the request body must be a JSON object, got {type(data).__name__}")
+    return data
+
+
+def create_app(state: ServerState) -> Starlette:
+    """The Starlette application serving ``/api/v2``."""
+    svc = state.service
+
+    def ns_of(request: Request) -> str:
+        return validate_namespace(request.query_params.get("namespace"))
+
+    async def health(request: Request) -> Response:
+        return _json({})
+
+    async def status(request: Request) -> Response:
+        servers = await run_in_threadpool(state.store.list_servers, state.lease_seconds * 3)
+        owner = servers[0].id if servers else None
+        return _json(
+            {
+                "version": __version__,
+                "git_hash": "",
+                "id": state.server_id,
+                "pid": os.getpid(),
+                "is_owner": owner == state.server_id,
+                "liveness": 0,
+                "cluster_id": "default",
+                "address": state.address,
+                "meta_backend": state.store.dialect,
+            }
+        )
+
+    async def captures(request: Request) -> Response:
+        servers = await run_in_threadpool(state.store.list_servers, state.lease_seconds * 3)
+        owner = servers[0].id if servers else None
+        items = [
+            {
+                "id": s.id,
+                "is_owner": s.id == owner,
+                "address": s.address,
+                "cluster_id": "default",
+                "version": s.version,
+                "pid": s.pid,
+                "started_at": s.started_at,
+                "heartbeat_at": s.heartbeat_at,
+                "changefeeds": s.owned,
+            }
+            for s in servers
+        ]
+        return _json({"total": len(items), "items": items})
+
+    async def list_changefeeds(request: Request) -> Response:
+        ns = request.query_params.get("namespace")
+        ns = validate_namespace(ns) if ns else None
+        include_removed = request.query_params.get("all", "").lower() in ("1", "true")
+        state_filter = request.query_params.get("state")
+        cfs = await run_in_threadpool(state.store.list_changefeeds, ns, include_removed=include_removed)
+        items = [svc.summary(cf) for cf in cfs if not state_filter or cf.state.value == state_filter]
+        return _json({"total": len(items), "items": items})
+
+    async def create_changefeed(request: Request) -> Response:
+        body = await _body(request)
+        cf = await run_in_threadpool(svc.create, body)
+        log.info("changefeed %s created (sink %s)", cf.id, svc.detail(cf)["sink_uri"])
+        return _json(svc.detail(cf), 201)
+
+    async def get_changefeed(request: Request) -> Response:
+        cf = await run_in_threadpool(state.store.get_changefeed, request.path_params["id"], ns_of(request))
+        return _json(svc.detail(cf))
+
+    async def changefeed_status(request: Request) -> Response:
+        cf = await run_in_threadpool(state.store.get_changefeed, request.path_params["id"], ns_of(request))
+        return _json(svc.status(cf))
+
+    async def update_changefeed(request: Request) -> Response:
+        body = await _body(request)
+        cf = await run_in_threadpool(svc.update, request.path_params["id"], ns_of(request), body)
+        log.info("changefeed %s updated", cf.id)
+        return _json(svc.detail(cf))
+
+    async def delete_changefeed(request: Request) -> Response:
+        cf = await run_in_threadpool(svc.remove, request.path_params["id"], ns_of(request))
+        log.info("changefeed %s removed", cf.id)
+        return _json({})
+
+    async def pause(request: Request) -> Response:
+        cf = await run_in_threadpool(svc.pause, request.path_params["id"], ns_of(request))
+        log.info("changefeed %s paused", cf.id)
+        return _json({})
+
+    async def resume(request: Request) -> Response:
+        body = await _body(request)
+        unknown = sorted(set(body) - {"overwrite_checkpoint_ts"})
+        if unknown:
+            raise invalid_param(f"unknown field(s) {unknown} in resume; allowed: ['overwrite_checkpoint_ts']")
+        ts = body.get("overwrite_checkpoint_ts") or None
+        cf = await run_in_threadpool(svc.resume, request.path_params["id"], ns_of(request), ts)
+        log.info("changefeed %s resumed%s", cf.id, f" from ts {ts}" if ts else "")
+        return _json({})
+
+    def guarded(handler: Handler, *, public: bool = False) -> Handler:
+        async def wrapper(request: Request) -> Response:
+            try:
+                if not public and state.auth_token is not None:
+                    _check_auth(request, state.auth_token)
+                return await handler(request)
+            except SparkCdcError as err:
+                return error_response(err)
+
+        return wrapper
+
+    routes = [
+        Route(f"{PREFIX}/health", guarded(health, public=True), methods=["GET"]),
+        Route(f"{PREFIX}/status", guarded(status), methods=["GET"]),
+        Route(f"{PREFIX}/captures", guarded(captures), methods=["GET"]),
+        Route(f"{PREFIX}/changefeeds", guarded(list_changefeeds), methods=["GET"]),
+        Route(f"{PREFIX}/changefeeds", guarded(create_changefeed), methods=["POST"]),
+        Route(f"{PREFIX}/changefeeds/{{id}}", guarded(get_changefeed), methods=["GET"]),
+        Route(f"{PREFIX}/changefeeds/{{id}}", guarded(update_changefeed), methods=["PUT"]),
+        Route(f"{PREFIX}/changefeeds/{{id}}", guarded(delete_changefeed), methods=["DELETE"]),
+        Route(f"{PREFIX}/changefeeds/{{id}}/status", guarded(changefeed_status), methods=["GET"]),
+        Route(f"{PREFIX}/changefeeds/{{id}}/pause", guarded(pause), methods=["POST"]),
+        Route(f"{PREFIX}/changefeeds/{{id}}/resume", guarded(resume), methods=["POST"]),
+    ]
+
+    async def http_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, HTTPException)
+        code = {404: "CDC:ErrNotFound", 405: "CDC:ErrMethodNotAllowed"}.get(exc.status_code, "CDC:ErrHTTP")
+        msg = f"{request.method} {request.url.path}: {exc.detail}"
+        if exc.status_code == 404:
+            msg += f"; the API lives under {PREFIX} (health, status, captures, changefeeds)"
+        return _json({"error_code": code, "error_msg": msg}, exc.status_code)
+
+    async def internal_error(request: Request, exc: Exception) -> Response:
+        log.error(
+            "internal error on %s %s: %s", request.method, request.url.path, type(exc).__name__, exc_info=exc
+        )
+        return _json(
+            {
+                "error_code": "CDC:ErrInternalServerError",
+                "error_msg": f"internal error: {type(exc).__name__}",
+            },
+            500,
+        )
+
+    return Starlette(
+        routes=routes,
+        exception_handlers={HTTPException: http_error, Exception: internal_error},
+    )
+
+
+def _check_auth(request: Request, token: str) -> None:
+    header = request.headers.get("authorization", "")
+    scheme, _, given = header.partition(" ")
+    if scheme.lower() != "bearer" or not given:
+        raise AuthError(
+            "this server requires a bearer token: pass --auth-token (CLI) or the header 'Authorization: Bearer TOKEN'"
+        )
+    if not hmac.compare_digest(given.strip().encode(), token.encode()):
+        raise AuthError("wrong bearer token: use the token the server was started with (--auth-token)")

@@ -1,0 +1,103 @@
+"""Run a sparkcdc server: the ``/api/v2`` HTTP API plus the changefeed scheduler."""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import tempfile
+import uuid
+from dataclasses import dataclass, field
+
+from sparkcdc.config.uri import redact_uri
+from sparkcdc.errors import ConfigError
+from sparkcdc.meta import MetaStore
+from sparkcdc.server.app import ServerState, create_app
+from sparkcdc.server.runner import ChangefeedRunner, SparkChangefeedRunner
+from sparkcdc.server.scheduler import Scheduler
+from sparkcdc.server.service import ChangefeedService
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ServerOptions:
+    """The ``sparkcdc server`` flags."""
+
+    listen: str = "127.0.0.1:8300"
+    meta_uri: str = ""
+    spark_master: str = "local[2]"
+    spark_conf: dict[str, str] = field(default_factory=dict)
+    auth_token: str | None = None
+    lease_seconds: float = 10.0
+    data_dir: str | None = None
+    advertise_addr: str | None = None
+    max_changefeeds: int | None = None
+
+
+def parse_listen(listen: str) -> tuple[str, int]:
+    """``host:port`` → (host, port)."""
+    host, sep, port = listen.rpartition(":")
+    if not sep or not port.isdigit() or not host:
+        raise ConfigError(f"invalid --listen {listen!r}: expected HOST:PORT, e.g. 127.0.0.1:8300")
+    return host.strip("[]"), int(port)
+
+
+def run_server(opts: ServerOptions, runner: ChangefeedRunner | None = None) -> int:
+    """Serve until SIGINT/SIGTERM, then stop the changefeeds and release their leases."""
+    import uvicorn
+
+    host, port = parse_listen(opts.listen)
+    if not opts.meta_uri:
+        raise ConfigError("missing --meta-uri: e.g. sqlite:///var/lib/sparkcdc/meta.db or postgresql://...")
+    if opts.lease_seconds < 1:
+        raise ConfigError(f"invalid --lease-seconds {opts.lease_seconds}: must be at least 1")
+    if opts.auth_token is not None and not opts.auth_token.strip():
+        raise ConfigError("--auth-token is empty: give a token or leave the flag out")
+    advertise = opts.advertise_addr or (
+        f"{socket.gethostname()}:{port}" if host in ("0.0.0.0", "::") else opts.listen
+    )
+    server_id = str(uuid.uuid4())
+    data_dir = opts.data_dir or os.path.join(tempfile.gettempdir(), "sparkcdc-data")
+    store = MetaStore.open(opts.meta_uri)
+    runner = runner or SparkChangefeedRunner(
+        opts.spark_master, f"sparkcdc-server-{server_id[:8]}", opts.spark_conf
+    )
+    scheduler = Scheduler(
+        store,
+        runner,
+        server_id=server_id,
+        address=advertise,
+        data_dir=data_dir,
+        lease_seconds=opts.lease_seconds,
+        max_changefeeds=opts.max_changefeeds,
+    )
+    state = ServerState(
+        store=store,
+        service=ChangefeedService(store),
+        server_id=server_id,
+        address=advertise,
+        lease_seconds=opts.lease_seconds,
+        auth_token=opts.auth_token,
+        scheduler=scheduler,
+    )
+    app = create_app(state)
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False, lifespan="off")
+    server = uvicorn.Server(config)
+    log.info(
+        "sparkcdc server %s listening on %s (meta %s, lease %.0fs, spark %s, auth %s)",
+        server_id,
+        opts.listen,
+        redact_uri(opts.meta_uri),
+        opts.lease_seconds,
+        opts.spark_master,
+        "on" if opts.auth_token else "off",
+    )
+    scheduler.start()
+    try:
+        server.run()
+    finally:
+        log.info("sparkcdc server %s stopping: releasing its changefeeds", server_id)
+        scheduler.shutdown()
+        store.close()
+    return 0 if server.started else 1

@@ -1,0 +1,124 @@
+"""How the scheduler runs a changefeed: the ``ChangefeedRunner`` protocol and its Spark implementation.
+
+The real runner hands a changefeed to ``sparkcdc.pipeline.changefeed.start_changefeed``
+as a streaming query in this server's SparkSession (created on first use).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from sparkcdc.config.replica import ReplicaConfig
+from sparkcdc.errors import PermanentError, SparkCdcError
+
+log = logging.getLogger(__name__)
+
+
+class ProgressLike(Protocol):
+    """What a progress report carries (``sparkcdc.pipeline.changefeed.Progress``)."""
+
+    checkpoint_ts: int
+    resolved_ts: int
+    rows_total: int
+    rows_per_sec: float
+    lag_s: float
+
+
+class RunningHandle(Protocol):
+    """A started changefeed (``sparkcdc.pipeline.changefeed.RunningChangefeed``)."""
+
+    def stop(self) -> None:
+        """Stop the query and wait for it to end."""
+
+    def is_active(self) -> bool:
+        """Whether the query is still running."""
+
+    def exception(self) -> SparkCdcError | None:
+        """The error that ended the query, if any."""
+
+    def finished(self) -> bool:
+        """Whether the checkpoint reached target_ts and the query ended by itself."""
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """What the scheduler asks a runner to run (mirrors ``pipeline.changefeed.ChangefeedSpec``)."""
+
+    changefeed_id: str
+    upstream_uri: str
+    sink_uri: str
+    config: ReplicaConfig
+    start_ts: int | None
+    target_ts: int | None
+    checkpoint_dir: str
+
+
+class ChangefeedRunner(Protocol):
+    """Starts changefeeds; the scheduler owns their lifecycle."""
+
+    def start(self, spec: RunSpec, on_progress: Callable[[ProgressLike], None]) -> RunningHandle:
+        """Start one changefeed; raises SparkCdcError if it cannot start."""
+
+    def shutdown(self) -> None:
+        """Release shared resources (the SparkSession) after every changefeed stopped."""
+
+
+class SparkChangefeedRunner:
+    """Runs each changefeed as a streaming query in one lazily created SparkSession."""
+
+    def __init__(
+        self, master: str = "local[2]", app_name: str = "sparkcdc-server", conf: dict[str, str] | None = None
+    ) -> None:
+        self.master = master
+        self.app_name = app_name
+        self.conf = dict(conf or {})
+        self._spark: Any = None
+        self._lock = threading.Lock()
+
+    def spark(self) -> Any:
+        """The SparkSession (with sparkcdc's data source registered), created on first use."""
+        with self._lock:
+            if self._spark is None:
+                from sparkcdc.pipeline.spark import get_spark
+
+                log.info("starting SparkSession (master %s)", self.master)
+                conf = dict(self.conf)
+                if self.master.startswith("local"):
+                    # Keep a local driver on the loopback interface (not the host's first address).
+                    conf.setdefault("spark.driver.host", "127.0.0.1")
+                    conf.setdefault("spark.driver.bindAddress", "127.0.0.1")
+                self._spark = get_spark(self.master, self.app_name, conf)
+            return self._spark
+
+    def start(self, spec: RunSpec, on_progress: Callable[[ProgressLike], None]) -> RunningHandle:
+        """Start the changefeed's streaming query."""
+        try:
+            from sparkcdc.pipeline.changefeed import ChangefeedSpec, start_changefeed
+        except ImportError as exc:
+            raise PermanentError(
+                f"this sparkcdc has no changefeed pipeline (cannot import sparkcdc.pipeline.changefeed: {exc}); "
+                "install a complete sparkcdc",
+                code="CDC:ErrPipelineMissing",
+            ) from exc
+        pipeline_spec = ChangefeedSpec(
+            changefeed_id=spec.changefeed_id,
+            upstream_uri=spec.upstream_uri,
+            sink_uri=spec.sink_uri,
+            config=spec.config,
+            start_ts=spec.start_ts,
+            target_ts=spec.target_ts,
+            checkpoint_dir=spec.checkpoint_dir,
+        )
+        handle: RunningHandle = start_changefeed(self.spark(), pipeline_spec, on_progress)
+        return handle
+
+    def shutdown(self) -> None:
+        """Stop the SparkSession if one was started."""
+        with self._lock:
+            if self._spark is not None:
+                self._spark.stop()
+                self._spark = None

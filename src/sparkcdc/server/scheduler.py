@@ -1,0 +1,480 @@
+"""The scheduler: claims changefeeds on a lease, runs them, records their progress, releases them.
+
+One thread ticks every ``tick_seconds``:
+
+1. heartbeat this server's row;
+2. for each changefeed it owns: re-read the row; if the row moved to another
+   owner or epoch, stop running it (someone else has it now); if the user
+   paused or removed it, stop and release it; otherwise start it (with backoff
+   after transient errors), watch its query and renew the lease together with
+   the latest checkpoint (compare-and-swap);
+3. claim normal changefeeds that nobody owns or whose lease expired.
+
+Starting and stopping a streaming query is slow, so those run on a small pool
+while the tick keeps renewing leases. A server that cannot reach the meta
+database for a whole lease stops its queries: another server may own them by now.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy.exc import SQLAlchemyError
+
+from sparkcdc import __version__
+from sparkcdc.config.replica import ReplicaConfig
+from sparkcdc.config.uri import redact_uri
+from sparkcdc.errors import ChangefeedNotFound, ConflictError, PermanentError, SparkCdcError, TransientError
+from sparkcdc.meta import ChangefeedInfo, ChangefeedState, MetaStore
+from sparkcdc.server.redact import scrub
+from sparkcdc.server.runner import ChangefeedRunner, ProgressLike, RunningHandle, RunSpec
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class _Final:
+    """What to write once the query has stopped."""
+
+    kind: str  # "release" (give it up), "retry" (keep it, start again later)
+    state: ChangefeedState | None = None
+    error: SparkCdcError | None = None
+    remove_dir: bool = False
+
+
+@dataclass
+class _Task:
+    namespace: str
+    id: str
+    epoch: int
+    info: ChangefeedInfo
+    last_renew_ok: float
+    handle: RunningHandle | None = None
+    pending: Future[Any] | None = None
+    pending_kind: str = ""
+    final: _Final | None = None
+    progress: ProgressLike | None = None
+    retry_at: float = 0.0
+    attempts: int = 0
+    warning: str | None = None
+    first_error_at: float | None = None
+    best_checkpoint: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.namespace, self.id)
+
+    @property
+    def label(self) -> str:
+        return self.id if self.namespace == "default" else f"{self.namespace}/{self.id}"
+
+
+class Scheduler:
+    """Claims, runs and releases changefeeds for one server."""
+
+    def __init__(
+        self,
+        store: MetaStore,
+        runner: ChangefeedRunner,
+        *,
+        server_id: str,
+        address: str,
+        data_dir: str | Path,
+        lease_seconds: float = 10.0,
+        tick_seconds: float | None = None,
+        backoff_base: float = 1.0,
+        backoff_max: float = 30.0,
+        error_stuck_seconds: float = 1800.0,
+        max_changefeeds: int | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.store = store
+        self.runner = runner
+        self.server_id = server_id
+        self.address = address
+        self.data_dir = Path(data_dir)
+        self.lease_seconds = float(lease_seconds)
+        self.tick_seconds = tick_seconds if tick_seconds is not None else min(1.0, self.lease_seconds / 4)
+        self.backoff_base = backoff_base
+        self.backoff_max = backoff_max
+        self.error_stuck_seconds = error_stuck_seconds
+        self.max_changefeeds = max_changefeeds
+        self.clock = clock
+        self.tasks: dict[tuple[str, str], _Task] = {}
+        self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="sparkcdc-runner")
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.last_tick_error: str | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def start(self) -> None:
+        """Start ticking in a daemon thread."""
+        self.store.heartbeat_server(self.server_id, self.address, __version__)
+        self._thread = threading.Thread(target=self._loop, name="sparkcdc-scheduler", daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            started = self.clock()
+            try:
+                self.tick()
+            except Exception:
+                # The scheduler thread must survive anything; the traceback says what to fix.
+                log.exception("scheduler tick failed")
+            self._stop.wait(max(0.0, self.tick_seconds - (self.clock() - started)))
+
+    def shutdown(self, timeout: float = 60.0) -> None:
+        """Stop ticking, stop every query and release the leases so other servers take over at once."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+        for task in list(self.tasks.values()):
+            self._wait_pending(task, timeout)
+            if task.handle is not None:
+                try:
+                    task.handle.stop()
+                except Exception as exc:  # stopping is best effort; the lease is released below anyway
+                    log.warning("changefeed %s: error while stopping: %s", task.label, self._scrub(task, exc))
+                task.handle = None
+            try:
+                row = self.store.get_changefeed(task.id, task.namespace, include_removed=True)
+                if row.owner == self.server_id and row.epoch == task.epoch:
+                    self.store.release_changefeed(row, self.server_id, **self._progress_values(task))
+            except (SparkCdcError, SQLAlchemyError) as exc:
+                log.warning(
+                    "changefeed %s: could not release at shutdown (its lease will expire): %s",
+                    task.label,
+                    self._scrub(task, exc),
+                )
+        self.tasks.clear()
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        try:
+            self.store.remove_server(self.server_id)
+        except SQLAlchemyError as exc:
+            log.warning("could not remove this server from the meta database: %s", exc)
+        self.runner.shutdown()
+
+    def _wait_pending(self, task: _Task, timeout: float) -> None:
+        if task.pending is None:
+            return
+        try:
+            result = task.pending.result(timeout)
+            if task.pending_kind == "start":
+                task.handle = result
+        except Exception as exc:  # a start that failed leaves nothing to stop
+            log.info("changefeed %s: %s ended with %s", task.label, task.pending_kind, self._scrub(task, exc))
+        task.pending = None
+
+    # ------------------------------------------------------------------ one tick
+
+    def tick(self) -> None:
+        """One round: heartbeat, look after owned changefeeds, claim free ones."""
+        try:
+            self.store.heartbeat_server(self.server_id, self.address, __version__)
+            for task in list(self.tasks.values()):
+                try:
+                    self._sync(task)
+                except SQLAlchemyError:
+                    raise
+                except Exception as exc:
+                    # One changefeed's fault (a runner call that raised) must not stop the others:
+                    # it is handled like any changefeed error (retried with backoff, or failed).
+                    log.warning("changefeed %s: %s", task.label, self._scrub(task, exc), exc_info=True)
+                    self._on_error(task, exc)
+            if not self._stop.is_set():
+                self._claim()
+            self.last_tick_error = None
+        except SQLAlchemyError as exc:
+            self.last_tick_error = str(exc.__class__.__name__)
+            log.warning("meta database unreachable: %s", exc.__class__.__name__)
+            self._fence()
+
+    def _fence(self) -> None:
+        # Without the meta database we cannot renew leases; once ours may have expired,
+        # another server may be running the changefeed, so ours must stop.
+        now = self.clock()
+        for task in list(self.tasks.values()):
+            if now - task.last_renew_ok > self.lease_seconds * 0.8:
+                log.warning(
+                    "changefeed %s: lease not renewed for %.1fs, stopping it",
+                    task.label,
+                    now - task.last_renew_ok,
+                )
+                self._drop(task)
+
+    def _drop(self, task: _Task) -> None:
+        """Forget a task without writing to the meta database, stopping its query in the background."""
+        self.tasks.pop(task.key, None)
+        pending, handle = task.pending, task.handle
+
+        def stop_later() -> None:
+            h = handle
+            if pending is not None:
+                try:
+                    h = pending.result()
+                except Exception:  # a start that failed leaves nothing to stop
+                    return
+            if h is not None and hasattr(h, "stop"):
+                h.stop()
+
+        self._pool.submit(stop_later)
+
+    def _sync(self, task: _Task) -> None:
+        try:
+            row = self.store.get_changefeed(task.id, task.namespace, include_removed=True)
+        except ChangefeedNotFound:
+            log.info("changefeed %s was deleted; stopping it", task.label)
+            self._drop(task)
+            return
+        task.info = row
+        if row.owner != self.server_id or row.epoch != task.epoch:
+            log.warning(
+                "changefeed %s now belongs to %s (epoch %d); stopping it here",
+                task.label,
+                row.owner,
+                row.epoch,
+            )
+            self._drop(task)
+            return
+
+        if task.pending is not None:
+            if not task.pending.done():
+                self._renew(task, row)
+                return
+            self._collect(task)
+
+        if task.final is not None:
+            if task.handle is not None:
+                self._begin_stop(task)
+                self._renew(task, row)
+                return
+            self._finish(task, row)
+            return
+
+        if row.state != ChangefeedState.NORMAL:
+            log.info("changefeed %s is %s; stopping and releasing it", task.label, row.state)
+            task.final = _Final("release", remove_dir=row.state == ChangefeedState.REMOVED)
+            self._sync(task)
+            return
+
+        handle = task.handle
+        if handle is None:
+            if self.clock() >= task.retry_at:
+                self._begin_start(task, row)
+            self._renew(task, row)
+            return
+
+        err = handle.exception()
+        if handle.finished() and err is None:
+            log.info("changefeed %s reached its target-ts", task.label)
+            task.final = _Final("release", state=ChangefeedState.FINISHED)
+        elif err is not None or not handle.is_active():
+            self._on_error(task, err or TransientError("the changefeed's query stopped unexpectedly"))
+        elif self._target_reached(task, row):
+            log.info("changefeed %s reached its target-ts %s", task.label, row.target_ts)
+            task.final = _Final("release", state=ChangefeedState.FINISHED)
+        if task.final is not None:
+            self._sync(task)
+            return
+        self._renew(task, row)
+
+    def _target_reached(self, task: _Task, row: ChangefeedInfo) -> bool:
+        p = task.progress
+        return bool(row.target_ts) and p is not None and p.checkpoint_ts >= int(row.target_ts or 0)
+
+    def _collect(self, task: _Task) -> None:
+        fut, kind = task.pending, task.pending_kind
+        task.pending = None
+        assert fut is not None
+        exc = fut.exception()
+        if kind == "start":
+            if exc is None:
+                task.handle = fut.result()
+                log.info("changefeed %s started (epoch %d)", task.label, task.epoch)
+            else:
+                self._on_error(task, exc)
+        elif kind == "stop":
+            task.handle = None
+            if exc is not None:
+                log.warning("changefeed %s: error while stopping: %s", task.label, self._scrub(task, exc))
+
+    def _on_error(self, task: _Task, exc: BaseException) -> None:
+        now = self.clock()
+        if task.first_error_at is None:
+            task.first_error_at = now
+        err = exc if isinstance(exc, SparkCdcError) else TransientError(f"{type(exc).__name__}: {exc}")
+        msg = self._scrub(task, f"[{err.code}] {err.message}")
+        if not err.transient:
+            log.error("changefeed %s failed: %s", task.label, msg)
+            task.final = _Final("release", state=ChangefeedState.FAILED, error=err)
+            return
+        if now - task.first_error_at >= self.error_stuck_seconds:
+            log.error(
+                "changefeed %s failed after %.0fs of errors: %s", task.label, now - task.first_error_at, msg
+            )
+            stuck = PermanentError(
+                f"errors for {now - task.first_error_at:.0f}s without progress; last: {err.message}",
+                code=err.code,
+            )
+            task.final = _Final("release", state=ChangefeedState.FAILED, error=stuck)
+            return
+        task.attempts += 1
+        delay = min(self.backoff_max, self.backoff_base * 2 ** (task.attempts - 1))
+        task.retry_at = now + delay
+        task.warning = msg
+        log.warning(
+            "changefeed %s: %s; retrying in %.1fs (attempt %d)", task.label, msg, delay, task.attempts
+        )
+        task.final = _Final("retry")
+
+    def _begin_start(self, task: _Task, row: ChangefeedInfo) -> None:
+        try:
+            config = ReplicaConfig.from_dict(row.config)
+        except SparkCdcError as exc:
+            self._on_error(task, exc)
+            return
+        ckpt_dir = self._checkpoint_dir(task)
+        start_ts = row.checkpoint_ts if row.checkpoint_ts > 0 else row.start_ts
+        spec = RunSpec(
+            changefeed_id=row.id,
+            upstream_uri=row.upstream_uri,
+            sink_uri=row.sink_uri,
+            config=config,
+            start_ts=start_ts,
+            target_ts=row.target_ts or None,
+            checkpoint_dir=str(ckpt_dir),
+        )
+        log.info("changefeed %s: starting from ts %s into %s", task.label, start_ts, redact_uri(row.sink_uri))
+
+        def on_progress(p: ProgressLike) -> None:
+            with task.lock:
+                task.progress = p
+
+        task.pending = self._pool.submit(self.runner.start, spec, on_progress)
+        task.pending_kind = "start"
+
+    def _begin_stop(self, task: _Task) -> None:
+        handle = task.handle
+        assert handle is not None
+        task.pending = self._pool.submit(handle.stop)
+        task.pending_kind = "stop"
+
+    def _finish(self, task: _Task, row: ChangefeedInfo) -> None:
+        final = task.final
+        assert final is not None
+        if final.kind == "retry":
+            task.final = None
+            self._renew(task, row)
+            return
+        values = self._progress_values(task)
+        if row.state == ChangefeedState.NORMAL and final.state is not None:
+            values["state"] = final.state
+            if final.error is not None:
+                values["error"] = {
+                    "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                    "addr": self.address,
+                    "code": final.error.code,
+                    "message": self._scrub(task, final.error.message),
+                }
+                values["warning"] = None
+        if row.state == ChangefeedState.FINISHED or final.state == ChangefeedState.FINISHED:
+            values["warning"] = None
+        try:
+            self.store.release_changefeed(row, self.server_id, **values)
+        except ConflictError:
+            return  # re-read next tick
+        self.tasks.pop(task.key, None)
+        if final.remove_dir or row.state == ChangefeedState.REMOVED:
+            shutil.rmtree(self._changefeed_dir(task), ignore_errors=True)
+        log.info("changefeed %s released (%s)", task.label, values.get("state", row.state))
+
+    def _progress_values(self, task: _Task) -> dict[str, Any]:
+        with task.lock:
+            p = task.progress
+        values: dict[str, Any] = {"warning": task.warning}
+        if p is not None:
+            values["checkpoint_ts"] = int(p.checkpoint_ts)
+            values["resolved_ts"] = int(p.resolved_ts)
+            values["stats"] = {
+                "rows_total": int(p.rows_total),
+                "rows_per_sec": float(p.rows_per_sec),
+                "lag_s": float(p.lag_s),
+            }
+        return values
+
+    def _renew(self, task: _Task, row: ChangefeedInfo) -> None:
+        values = self._progress_values(task)
+        cp = values.get("checkpoint_ts")
+        if cp is not None and cp > task.best_checkpoint:
+            task.best_checkpoint = cp
+            if task.handle is not None and task.final is None and (task.attempts or task.first_error_at):
+                # The checkpoint moves again: the earlier transient errors are over.
+                task.attempts = 0
+                task.first_error_at = None
+                task.warning = None
+                values["warning"] = None
+        try:
+            task.info = self.store.renew_lease(row, self.server_id, self.lease_seconds, **values)
+            task.last_renew_ok = self.clock()
+        except ConflictError:
+            pass  # the row changed under us (user verb); the next tick re-reads it
+
+    def _claim(self) -> None:
+        if self.max_changefeeds is not None and len(self.tasks) >= self.max_changefeeds:
+            return
+        for row in self.store.claimable_changefeeds():
+            if row.key in self.tasks:
+                continue
+            if self.max_changefeeds is not None and len(self.tasks) >= self.max_changefeeds:
+                return
+            try:
+                claimed = self.store.claim_changefeed(row, self.server_id, self.lease_seconds)
+            except (ConflictError, ChangefeedNotFound):
+                continue  # another server won the race
+            previous = f" from {row.owner}" if row.owner and row.owner != self.server_id else ""
+            log.info("changefeed %s claimed%s (epoch %d)", _label(claimed), previous, claimed.epoch)
+            task = _Task(
+                namespace=claimed.namespace,
+                id=claimed.id,
+                epoch=claimed.epoch,
+                info=claimed,
+                last_renew_ok=self.clock(),
+                best_checkpoint=claimed.checkpoint_ts,
+            )
+            self.tasks[task.key] = task
+            self._clean_old_epochs(task)
+            self._sync(task)
+
+    # ------------------------------------------------------------------ helpers
+
+    def _changefeed_dir(self, task: _Task) -> Path:
+        return self.data_dir / "changefeeds" / task.namespace / task.id
+
+    def _checkpoint_dir(self, task: _Task) -> Path:
+        # A fresh directory per claim: the meta checkpoint, not a stale local Spark
+        # checkpoint from an earlier claim, decides where a changefeed resumes.
+        return self._changefeed_dir(task) / f"epoch-{task.epoch}"
+
+    def _clean_old_epochs(self, task: _Task) -> None:
+        base = self._changefeed_dir(task)
+        if base.is_dir():
+            for d in base.iterdir():
+                if d.name != f"epoch-{task.epoch}":
+                    shutil.rmtree(d, ignore_errors=True)
+
+    def _scrub(self, task: _Task, msg: object) -> str:
+        return scrub(str(msg), [task.info.sink_uri, task.info.upstream_uri]) or ""
+
+
+def _label(cf: ChangefeedInfo) -> str:
+    return cf.id if cf.namespace == "default" else f"{cf.namespace}/{cf.id}"

@@ -1,0 +1,428 @@
+"""The changefeed verbs behind the API: validate, store, and shape the answers (secrets redacted)."""
+
+from __future__ import annotations
+
+import re
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from sparkcdc import __version__
+from sparkcdc.config.replica import ReplicaConfig
+from sparkcdc.config.uri import redact_uri
+from sparkcdc.errors import ChangefeedStateError, ConfigError, ConflictError, SinkURIError, SparkCdcError
+from sparkcdc.filter import TableFilter
+from sparkcdc.meta import ChangefeedInfo, ChangefeedState, MetaStore, NewChangefeed
+from sparkcdc.model.ts import physical_ms
+from sparkcdc.server.redact import redact_config, scrub
+
+CHANGEFEED_ID_RE = re.compile(r"^[a-zA-Z0-9]+(\-[a-zA-Z0-9]+)*$")
+MAX_ID_LENGTH = 128
+CAS_RETRIES = 20
+
+SinkValidator = Callable[[str, ReplicaConfig, str], None]
+UpstreamProbe = Callable[[str, int | None], int]
+
+
+def invalid_param(message: str) -> ConfigError:
+    """A 400 for a malformed request parameter."""
+    return ConfigError(message, code="CDC:ErrAPIInvalidParam")
+
+
+def validate_changefeed_id(value: Any) -> str:
+    """TiCDC's id rule: letters and digits in groups joined by single dashes."""
+    if not isinstance(value, str) or not CHANGEFEED_ID_RE.match(value) or len(value) > MAX_ID_LENGTH:
+        raise ConfigError(
+            f"invalid changefeed id {value!r}: use letters, digits and single dashes between them "
+            f"(matching ^[a-zA-Z0-9]+(\\-[a-zA-Z0-9]+)*$, at most {MAX_ID_LENGTH} characters), e.g. 'orders-to-kafka'",
+            code="CDC:ErrInvalidChangefeedID",
+        )
+    return value
+
+
+def validate_namespace(value: Any) -> str:
+    """A namespace follows the changefeed id rule."""
+    if value is None or value == "":
+        return "default"
+    if not isinstance(value, str) or not CHANGEFEED_ID_RE.match(value) or len(value) > MAX_ID_LENGTH:
+        raise invalid_param(
+            f"invalid namespace {value!r}: use letters, digits and single dashes, e.g. 'default'"
+        )
+    return value
+
+
+def validate_upstream_uri(uri: Any) -> str:
+    """An upstream is a MySQL-compatible server: ``mysql://user:pass@host:port/``."""
+    if not isinstance(uri, str) or not uri:
+        raise ConfigError("missing upstream URI: pass --upstream-uri mysql://user:password@host:3306/")
+    from sparkcdc.capture.upstream import UpstreamConfig
+
+    UpstreamConfig.from_uri(uri)
+    return uri
+
+
+def _ts(body: dict[str, Any], key: str) -> int | None:
+    v = body.get(key)
+    if v is None or v == 0:
+        return None
+    if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+        raise invalid_param(f"invalid {key} {v!r}: expected a non-negative integer commit ts")
+    return v
+
+
+def default_sink_validator(sink_uri: str, config: ReplicaConfig, changefeed_id: str) -> None:
+    """Build the sink (which checks the URI and options) and let it reach its destination."""
+    from sparkcdc.sink import create_sink
+
+    sink = create_sink(sink_uri, config, changefeed_id)
+    try:
+        sink.check()
+    finally:
+        sink.close()
+
+
+def default_upstream_probe(upstream_uri: str, start_ts: int | None) -> int:
+    """Check the upstream is fit for CDC; returns ``start_ts``, or "now" as a ts when it is None."""
+    from sparkcdc.capture.start import query_tso
+    from sparkcdc.capture.upstream import UpstreamConfig, check_upstream
+
+    up = UpstreamConfig.from_uri(upstream_uri)
+    check_upstream(up)
+    return start_ts if start_ts is not None else query_tso(up)
+
+
+def subscription_rule(database: str, table: str) -> str:
+    """A table-filter rule selecting exactly one table (quoted, so any name is literal)."""
+    return "`" + database.replace("`", "``") + "`.`" + table.replace("`", "``") + "`"
+
+
+def ts_time(ts: int) -> str:
+    """TiCDC's ``checkpoint_time`` format (UTC)."""
+    ms = physical_ms(ts)
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(ms / 1000)) + f".{ms % 1000:03d}"
+
+
+def _iso(t: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{int(t * 1000) % 1000:03d}Z"
+
+
+class ChangefeedService:
+    """create/update/pause/resume/remove with validation, on top of the meta store."""
+
+    def __init__(
+        self,
+        store: MetaStore,
+        sink_validator: SinkValidator = default_sink_validator,
+        upstream_probe: UpstreamProbe = default_upstream_probe,
+    ) -> None:
+        self.store = store
+        self.sink_validator = sink_validator
+        self.upstream_probe = upstream_probe
+
+    # ------------------------------------------------------------------ validation
+
+    def build_config(self, raw: Any, sink_uri: str, changefeed_id: str, upstream_uri: str) -> ReplicaConfig:
+        """Check a replica config and its sink together; returns the typed config."""
+        if raw is None:
+            raw = {}
+        if not isinstance(raw, dict):
+            raise invalid_param(f"replica_config must be an object, got {type(raw).__name__}")
+        validate_upstream_uri(upstream_uri)
+        if not isinstance(sink_uri, str) or not sink_uri:
+            raise SinkURIError("missing sink URI: pass --sink-uri, e.g. file:///data/cdc?protocol=canal-json")
+        try:
+            config = ReplicaConfig.from_dict(raw)
+            TableFilter.changefeed_filter(config.filter.rules, config.case_sensitive)
+            self.sink_validator(sink_uri, config, changefeed_id)
+        except SparkCdcError as err:
+            # A sink's message may quote its URI: never echo a password back.
+            clean = scrub(err.message, [sink_uri, upstream_uri]) or ""
+            if clean == err.message:
+                raise
+            raise type(err)(clean, code=err.code) from None
+        return config
+
+    # ------------------------------------------------------------------ verbs
+
+    def create(self, body: dict[str, Any]) -> ChangefeedInfo:
+        """POST /changefeeds: validate everything, then store the changefeed in state normal."""
+        known = {
+            "namespace",
+            "changefeed_id",
+            "start_ts",
+            "target_ts",
+            "sink_uri",
+            "upstream_uri",
+            "replica_config",
+            "subscriber_name",
+            "database",
+            "table",
+        }
+        unknown = sorted(set(body) - known)
+        if unknown:
+            raise invalid_param(f"unknown field(s) {unknown} in the request; allowed: {sorted(known)}")
+        namespace = validate_namespace(body.get("namespace"))
+        cf_id = body.get("changefeed_id") or str(uuid.uuid4())
+        validate_changefeed_id(cf_id)
+        start_ts, target_ts = _ts(body, "start_ts"), _ts(body, "target_ts")
+        if start_ts is not None and target_ts is not None and target_ts <= start_ts:
+            raise ConfigError(
+                f"the start-ts {start_ts} is larger than or equal to the target-ts {target_ts}; "
+                "choose a target-ts after the start-ts (or none)",
+                code="CDC:ErrTargetTsBeforeStartTs",
+            )
+        subscriber = body.get("subscriber_name")
+        if subscriber is not None and (not isinstance(subscriber, str) or not subscriber.strip()):
+            raise invalid_param(f"invalid subscriber_name {subscriber!r}: a non-empty name")
+        raw_config = body.get("replica_config") or {}
+        if not isinstance(raw_config, dict):
+            raise invalid_param(f"replica_config must be an object, got {type(raw_config).__name__}")
+        database, table = body.get("database"), body.get("table")
+        if database is not None or table is not None:
+            raw_config = self._subscription_config(raw_config, database, table)
+        upstream_uri = body.get("upstream_uri")
+        sink_uri = body.get("sink_uri")
+        config = self.build_config(raw_config, sink_uri, cf_id, upstream_uri)  # type: ignore[arg-type]
+        # Like TiCDC, a changefeed without --start-ts starts "now": fixed here, so a restart
+        # before the first checkpoint cannot skip what was committed meanwhile.
+        start_ts = self._probe(upstream_uri, start_ts)  # type: ignore[arg-type]
+        if target_ts is not None and target_ts <= start_ts:
+            raise ConfigError(
+                f"the target-ts {target_ts} is not after the start-ts {start_ts} (now, when --start-ts is omitted); "
+                "choose a later target-ts",
+                code="CDC:ErrTargetTsBeforeStartTs",
+            )
+        return self.store.create_changefeed(
+            NewChangefeed(
+                id=cf_id,
+                namespace=namespace,
+                upstream_uri=upstream_uri,  # type: ignore[arg-type]
+                sink_uri=sink_uri,  # type: ignore[arg-type]
+                config=config.to_dict(),
+                start_ts=start_ts,
+                target_ts=target_ts,
+                subscriber_name=subscriber,
+            )
+        )
+
+    def _probe(self, upstream_uri: str, start_ts: int | None) -> int:
+        try:
+            return self.upstream_probe(upstream_uri, start_ts)
+        except SparkCdcError as err:
+            clean = scrub(err.message, [upstream_uri]) or ""
+            if clean == err.message:
+                raise
+            raise type(err)(clean, code=err.code) from None
+
+    def _subscription_config(self, raw: dict[str, Any], database: Any, table: Any) -> dict[str, Any]:
+        for name, v in (("database", database), ("table", table)):
+            if not isinstance(v, str) or not v:
+                raise invalid_param(
+                    f"a subscription needs both database and table; {name} is {v!r} "
+                    "(pass --database DB --table TABLE)"
+                )
+        filt = raw.get("filter") or {}
+        if not isinstance(filt, dict):
+            raise invalid_param("replica_config.filter must be an object")
+        rules = filt.get("rules")
+        if rules not in (None, ["*.*"]):
+            raise ConfigError(
+                f"--database/--table select the subscribed table, but the config also sets filter.rules={rules!r}; "
+                "use one or the other"
+            )
+        return {**raw, "filter": {**filt, "rules": [subscription_rule(database, table)]}}
+
+    def update(self, changefeed_id: str, namespace: str, body: dict[str, Any]) -> ChangefeedInfo:
+        """PUT /changefeeds/{id}: change sink, upstream, target-ts or config; only while stopped or failed."""
+        known = {"sink_uri", "upstream_uri", "target_ts", "replica_config"}
+        unknown = sorted(set(body) - known)
+        if unknown:
+            raise invalid_param(f"unknown field(s) {unknown} in the update; allowed: {sorted(known)}")
+        if not set(body) & known:
+            raise invalid_param(
+                "nothing to update: give at least one of sink_uri, upstream_uri, target_ts, replica_config"
+            )
+        for _ in range(CAS_RETRIES):
+            cf = self.store.get_changefeed(changefeed_id, namespace)
+            if cf.state not in (ChangefeedState.STOPPED, ChangefeedState.FAILED):
+                raise ChangefeedStateError(
+                    f"changefeed {changefeed_id!r} is {cf.state}; update works only when it is stopped or failed: "
+                    "pause it first (`sparkcdc cli changefeed pause -c ID`)"
+                )
+            sink_uri = body.get("sink_uri") or cf.sink_uri
+            upstream_uri = body.get("upstream_uri") or cf.upstream_uri
+            if body.get("upstream_uri"):
+                self._probe(upstream_uri, cf.checkpoint_ts or None)
+            raw = body.get("replica_config")
+            raw_config = cf.config if raw is None else raw
+            target_ts = _ts(body, "target_ts") if "target_ts" in body else cf.target_ts
+            floor = max(cf.checkpoint_ts, cf.start_ts or 0)
+            if target_ts is not None and target_ts <= floor:
+                raise ConfigError(
+                    f"the target-ts {target_ts} is not after the changefeed's checkpoint-ts {floor}; "
+                    "choose a larger target-ts (or 0 for none)",
+                    code="CDC:ErrTargetTsBeforeStartTs",
+                )
+            if isinstance(raw, dict) and cf.subscriber_name and "filter" not in raw:
+                # Keep the subscribed table when the new config does not say otherwise.
+                raw_config = {**raw, "filter": cf.config.get("filter", {})}
+            config = self.build_config(raw_config, sink_uri, cf.id, upstream_uri)
+            try:
+                return self.store.update_changefeed(
+                    cf,
+                    sink_uri=sink_uri,
+                    upstream_uri=upstream_uri,
+                    target_ts=target_ts,
+                    config=config.to_dict(),
+                )
+            except ConflictError:
+                continue
+        raise ConflictError(f"changefeed {changefeed_id!r} keeps changing; retry the update")
+
+    def pause(self, changefeed_id: str, namespace: str) -> ChangefeedInfo:
+        """POST pause: normal or failed → stopped (the owner then stops and releases it)."""
+        return self._transition(changefeed_id, namespace, self._pause_values)
+
+    def _pause_values(self, cf: ChangefeedInfo) -> dict[str, Any] | None:
+        if cf.state == ChangefeedState.STOPPED:
+            return None
+        if cf.state in (ChangefeedState.NORMAL, ChangefeedState.FAILED):
+            return {"state": ChangefeedState.STOPPED}
+        raise ChangefeedStateError(
+            f"changefeed {cf.id!r} is {cf.state} and cannot be paused; only a normal or failed changefeed can"
+        )
+
+    def resume(
+        self, changefeed_id: str, namespace: str, overwrite_checkpoint_ts: int | None = None
+    ) -> ChangefeedInfo:
+        """POST resume: stopped or failed → normal, optionally from another checkpoint."""
+        if overwrite_checkpoint_ts is not None and (
+            isinstance(overwrite_checkpoint_ts, bool)
+            or not isinstance(overwrite_checkpoint_ts, int)
+            or overwrite_checkpoint_ts <= 0
+        ):
+            raise invalid_param(
+                f"invalid overwrite_checkpoint_ts {overwrite_checkpoint_ts!r}: expected a positive integer commit ts"
+            )
+
+        def values(cf: ChangefeedInfo) -> dict[str, Any] | None:
+            if cf.state == ChangefeedState.NORMAL and overwrite_checkpoint_ts is None:
+                return None
+            if cf.state not in (ChangefeedState.STOPPED, ChangefeedState.FAILED):
+                raise ChangefeedStateError(
+                    f"changefeed {cf.id!r} is {cf.state}; only a stopped or failed changefeed can be resumed"
+                    + (" with a new checkpoint: pause it first" if cf.state == ChangefeedState.NORMAL else "")
+                )
+            out: dict[str, Any] = {"state": ChangefeedState.NORMAL, "error": None, "warning": None}
+            if overwrite_checkpoint_ts is not None:
+                if cf.target_ts and overwrite_checkpoint_ts >= cf.target_ts:
+                    raise ConfigError(
+                        f"overwrite-checkpoint-ts {overwrite_checkpoint_ts} is not before the target-ts "
+                        f"{cf.target_ts}; choose an earlier ts or update the target-ts",
+                        code="CDC:ErrTargetTsBeforeStartTs",
+                    )
+                if cf.lease_valid(self.store.now()):
+                    raise ChangefeedStateError(
+                        f"changefeed {cf.id!r} is still being stopped by server {cf.owner}; "
+                        "retry the resume in a few seconds"
+                    )
+                out.update(checkpoint_ts=overwrite_checkpoint_ts, resolved_ts=overwrite_checkpoint_ts)
+            return out
+
+        return self._transition(
+            changefeed_id, namespace, values, overwrite=overwrite_checkpoint_ts is not None
+        )
+
+    def remove(self, changefeed_id: str, namespace: str) -> ChangefeedInfo:
+        """DELETE: any state → removed (a tombstone); the owner stops it and releases it."""
+
+        def values(cf: ChangefeedInfo) -> dict[str, Any] | None:
+            return {"state": ChangefeedState.REMOVED, "subscriber_name": None}
+
+        return self._transition(changefeed_id, namespace, values)
+
+    def _transition(
+        self,
+        changefeed_id: str,
+        namespace: str,
+        values_of: Callable[[ChangefeedInfo], dict[str, Any] | None],
+        overwrite: bool = False,
+    ) -> ChangefeedInfo:
+        for _ in range(CAS_RETRIES):
+            cf = self.store.get_changefeed(changefeed_id, namespace)
+            values = values_of(cf)
+            if values is None:
+                return cf
+            try:
+                return self.store.update_changefeed(cf, overwrite_checkpoint=overwrite, **values)
+            except ConflictError:
+                continue  # the owner renewed its lease meanwhile; read again
+        raise ConflictError(f"changefeed {changefeed_id!r} keeps changing; retry")
+
+    # ------------------------------------------------------------------ views
+
+    @staticmethod
+    def _secrets(cf: ChangefeedInfo) -> list[str]:
+        return [cf.sink_uri, cf.upstream_uri]
+
+    def detail(self, cf: ChangefeedInfo) -> dict[str, Any]:
+        """GET /changefeeds/{id}: TiCDC's ChangeFeedInfo shape (plus owner, warning, subscriber, stats)."""
+        return {
+            "namespace": cf.namespace,
+            "id": cf.id,
+            "upstream_uri": redact_uri(cf.upstream_uri),
+            "sink_uri": redact_uri(cf.sink_uri),
+            "create_time": _iso(cf.created_at),
+            "update_time": _iso(cf.updated_at),
+            "start_ts": cf.start_ts or 0,
+            "target_ts": cf.target_ts or 0,
+            "config": redact_config(cf.config),
+            "state": cf.state.value,
+            "error": self._error(cf),
+            "warning": scrub(cf.warning, self._secrets(cf)),
+            "creator_version": __version__,
+            "resolved_ts": cf.resolved_ts,
+            "checkpoint_ts": cf.checkpoint_ts,
+            "checkpoint_time": ts_time(cf.checkpoint_ts),
+            "owner": cf.owner,
+            "epoch": cf.epoch,
+            "subscriber_name": cf.subscriber_name,
+            "stats": cf.stats,
+        }
+
+    def summary(self, cf: ChangefeedInfo) -> dict[str, Any]:
+        """One item of GET /changefeeds (TiCDC's ChangefeedCommonInfo)."""
+        return {
+            "namespace": cf.namespace,
+            "id": cf.id,
+            "state": cf.state.value,
+            "checkpoint_tso": cf.checkpoint_ts,
+            "checkpoint_time": ts_time(cf.checkpoint_ts),
+            "error": self._error(cf),
+            "warning": scrub(cf.warning, self._secrets(cf)),
+            "owner": cf.owner,
+            "subscriber_name": cf.subscriber_name,
+            "sink_uri": redact_uri(cf.sink_uri),
+        }
+
+    def status(self, cf: ChangefeedInfo) -> dict[str, Any]:
+        """GET /changefeeds/{id}/status."""
+        return {
+            "state": cf.state.value,
+            "resolved_ts": cf.resolved_ts,
+            "checkpoint_ts": cf.checkpoint_ts,
+            "checkpoint_time": ts_time(cf.checkpoint_ts),
+            "last_error": self._error(cf),
+            "last_warning": scrub(cf.warning, self._secrets(cf)),
+            "owner": cf.owner,
+            "stats": cf.stats,
+        }
+
+    def _error(self, cf: ChangefeedInfo) -> dict[str, Any] | None:
+        if not cf.error:
+            return None
+        err = dict(cf.error)
+        if isinstance(err.get("message"), str):
+            err["message"] = scrub(err["message"], self._secrets(cf))
+        return err

@@ -77,6 +77,7 @@ class TablePlan:
     exact_key: bool
     """Key values compare exactly in Python as they do downstream (no text collation in the key)."""
     insert_head: dict[str, str] = field(default_factory=dict)
+    """Cached statement texts by kind."""
 
     @classmethod
     def build(cls, info: TableInfo) -> TablePlan:
@@ -141,26 +142,36 @@ class TablePlan:
                 args.extend(k)
         return f"DELETE FROM {self.name} WHERE {where}", args
 
-    def _where_row(self, row: Sequence[Any]) -> tuple[str, list[Any]]:
-        if self.key_idx:
-            where = " AND ".join(f"{quote_ident(c)} = %s" for c in self.key_cols)
-            return where, list(self.key(row))
-        # No handle key: match every stored column, NULL-safe.
-        where = " AND ".join(f"{quote_ident(self.info.columns[i].name)} <=> %s" for i in self.match_idx)
-        return where, self.params(row, self.match_idx)
+    def _where(self) -> str:
+        where = self.insert_head.get("WHERE")
+        if where is None:
+            if self.key_idx:
+                where = " AND ".join(f"{quote_ident(c)} = %s" for c in self.key_cols)
+            else:
+                # No handle key: match every stored column, NULL-safe.
+                where = " AND ".join(
+                    f"{quote_ident(self.info.columns[i].name)} <=> %s" for i in self.match_idx
+                )
+            self.insert_head["WHERE"] = where
+        return where
+
+    def _where_args(self, row: Sequence[Any]) -> list[Any]:
+        return list(self.key(row)) if self.key_idx else self.params(row, self.match_idx)
 
     def delete_row(self, row: Sequence[Any]) -> tuple[str, list[Any]]:
         """``DELETE FROM t WHERE <key or all columns> LIMIT 1``."""
-        where, args = self._where_row(row)
-        return f"DELETE FROM {self.name} WHERE {where} LIMIT 1", args
+        sql = self.insert_head.get("DELETE1")
+        if sql is None:
+            sql = self.insert_head["DELETE1"] = f"DELETE FROM {self.name} WHERE {self._where()} LIMIT 1"
+        return sql, self._where_args(row)
 
     def update(self, before: Sequence[Any], after: Sequence[Any]) -> tuple[str, list[Any]]:
         """``UPDATE t SET <all stored columns> WHERE <old key or old row> LIMIT 1``."""
-        sets = ",".join(f"{quote_ident(self.info.columns[i].name)} = %s" for i in self.write_idx)
-        where, wargs = self._where_row(before)
-        return f"UPDATE {self.name} SET {sets} WHERE {where} LIMIT 1", self.params(
-            after, self.write_idx
-        ) + wargs
+        sql = self.insert_head.get("UPDATE")
+        if sql is None:
+            sets = ",".join(f"{quote_ident(self.info.columns[i].name)} = %s" for i in self.write_idx)
+            sql = self.insert_head["UPDATE"] = f"UPDATE {self.name} SET {sets} WHERE {self._where()} LIMIT 1"
+        return sql, self.params(after, self.write_idx) + self._where_args(before)
 
 
 @dataclass

@@ -27,9 +27,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
 
-from sparkcdc.model import ColumnInfo, IndexInfo, RowChange, TableInfo  # noqa: E402
-from sparkcdc.services.mariadb import LocalMariaDB  # noqa: E402
-from sparkcdc.sink.mysql import ConnParams, MySQLApplier, parse_mysql_sink  # noqa: E402
+from sparkcdc.model import ColumnInfo, IndexInfo, RowChange, TableInfo
+from sparkcdc.services.mariadb import LocalMariaDB
+from sparkcdc.sink.mysql import ConnParams, MySQLApplier, parse_mysql_sink
 
 DB = "bench_mysql"
 DDL = (

@@ -173,10 +173,20 @@ def _bit_bytes(v: int) -> bytes:
 
 def decimal_unscaled_bytes(value: Decimal, scale: int) -> bytes:
     """A decimal as Avro's decimal logical type: big-endian two's-complement unscaled integer."""
-    scaled = value.scaleb(scale)
-    unscaled = int(scaled)
-    if scaled != unscaled:
-        raise SinkError(f"decimal value {value} has more fraction digits than the column scale {scale}")
+    # exact integer arithmetic: Decimal operations would round to the context's 28 digits
+    sign, digits, exp = value.as_tuple()
+    if not isinstance(exp, int):
+        raise SinkError(f"decimal value {value} cannot be encoded (not a finite number)")
+    unscaled = int("".join(map(str, digits)) or "0")
+    shift = exp + scale
+    if shift >= 0:
+        unscaled *= 10**shift
+    else:
+        unscaled, rest = divmod(unscaled, 10**-shift)
+        if rest:
+            raise SinkError(f"decimal value {value} has more fraction digits than the column scale {scale}")
+    if sign:
+        unscaled = -unscaled
     magnitude = unscaled if unscaled >= 0 else ~unscaled
     return unscaled.to_bytes((magnitude.bit_length() + 8) // 8, "big", signed=True)
 

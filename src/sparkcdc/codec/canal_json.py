@@ -10,6 +10,7 @@ lists columns in table order (TiCDC's order is Go map order, i.e. random).
 
 from __future__ import annotations
 
+import json
 import re
 import time
 import uuid
@@ -68,11 +69,28 @@ _ESCAPES.update({c: "\\ufffd" for c in range(0xDC80, 0xDD00)})
 _ESCAPES.update({c: "\\ufffd" * 3 for c in range(0xD800, 0xE000) if not 0xDC80 <= c < 0xDD00})
 
 
+_RARE = re.compile("[\x08\x0c\ud800-\udfff]")
+_c_encode = json.encoder.encode_basestring  # C speed; differs from easyjson only as fixed below
+
+
 def json_str(s: str) -> str:
     """A JSON string literal escaped exactly like easyjson's ``jwriter.String``."""
     if _NEEDS_ESCAPE.search(s) is None:
         return '"' + s + '"'
-    return '"' + s.translate(_ESCAPES) + '"'
+    if _RARE.search(s) is not None:  # \b, \f (json writes them short) and lone surrogates
+        return '"' + s.translate(_ESCAPES) + '"'
+    out: str = _c_encode(s)
+    if "<" in s:
+        out = out.replace("<", "\\u003c")
+    if ">" in s:
+        out = out.replace(">", "\\u003e")
+    if "&" in s:
+        out = out.replace("&", "\\u0026")
+    if "\u2028" in s:
+        out = out.replace("\u2028", "\\u2028")
+    if "\u2029" in s:
+        out = out.replace("\u2029", "\\u2029")
+    return out
 
 
 # ------------------------------------------------------------------ DDL type
@@ -210,6 +228,8 @@ class _TablePlan:
             + '],"isDdl":false,"type":"'
         )
         self.dynamic_java = any(c.promo is not None for c in self.cols)
+        self._promo_cols = [(c.index, c.promo[0]) for c in self.cols if c.promo is not None]
+        self._sql_type_cache: dict[tuple[bool, tuple[bool, ...]], str] = {}
         self.sql_type = {
             False: self._static_sql_type(self.cols),
             True: self._static_sql_type(self.handle_cols),
@@ -233,9 +253,19 @@ class _TablePlan:
         return "{" + ",".join(c.key + json_str(types[c.index]) for c in cols) + "}"
 
     def sql_type_for(self, image: tuple[Any, ...], only_handle: bool) -> str:
-        cols = self.handle_cols if only_handle else self.cols
-        if not self.dynamic_java or not cols:
+        """The ``sqlType`` object for one row image (unsigned promotion depends on the values)."""
+        if not self.dynamic_java:
             return self.sql_type[only_handle]
+        key = (only_handle, tuple(image[i] is not None and image[i] > limit for i, limit in self._promo_cols))
+        cached = self._sql_type_cache.get(key)
+        if cached is None:
+            cached = self._sql_type_cache[key] = self._build_sql_type(image, only_handle)
+        return cached
+
+    def _build_sql_type(self, image: tuple[Any, ...], only_handle: bool) -> str:
+        cols = self.handle_cols if only_handle else self.cols
+        if not cols:
+            return "null"
         parts = []
         for c in cols:
             java = c.java
@@ -351,40 +381,29 @@ class CanalJsonEncoder:
             )
         cols = plan.handle_cols if only_handle else plan.cols
         data_tokens = [c.key + ("null" if (v := image[c.index]) is None else c.fmt(v)) for c in cols]
-        parts = [
-            plan.head,
-            kind,
-            '","es":',
-            str(row.commit_ts >> 18),
-            ',"ts":',
-            str(self._now_ms()),
-            ',"sql":"","sqlType":',
-            plan.sql_type_for(image, only_handle),
-            ',"mysqlType":',
-            plan.mysql_type[only_handle],
-        ]
         if kind == "UPDATE":
             before = row.before
             assert before is not None
             old_tokens = [c.key + ("null" if (v := before[c.index]) is None else c.fmt(v)) for c in cols]
             if self.only_output_updated_columns:
                 old_tokens = [o for o, d in zip(old_tokens, data_tokens, strict=True) if o != d]
-            parts += [',"old":[{', ",".join(old_tokens), '}],"data":[{']
+            old = "[{" + ",".join(old_tokens) + "}]"
         else:
-            parts.append(',"old":null,"data":[{')
-        parts.append(",".join(data_tokens))
-        parts.append("}]")
+            old = "null"
         if self.enable_tidb_extension:
-            parts.append(',"_tidb":{"commitTs":')
-            parts.append(str(row.commit_ts))
+            tidb = f',"_tidb":{{"commitTs":{row.commit_ts}'
             if only_handle_key_flag:
-                parts.append(',"onlyHandleKey":true')
+                tidb += ',"onlyHandleKey":true'
             if claim_check is not None:
-                parts.append(',"claimCheckLocation":')
-                parts.append(json_str(claim_check))
-            parts.append("}")
-        parts.append("}")
-        return "".join(parts).encode("utf-8")
+                tidb += ',"claimCheckLocation":' + json_str(claim_check)
+            tidb += "}"
+        else:
+            tidb = ""
+        return (
+            f'{plan.head}{kind}","es":{row.commit_ts >> 18},"ts":{self._now_ms()},"sql":"",'
+            f'"sqlType":{plan.sql_type_for(image, only_handle)},"mysqlType":{plan.mysql_type[only_handle]},'
+            f'"old":{old},"data":[{{{",".join(data_tokens)}}}]{tidb}}}'
+        ).encode()
 
     # -------------------------------------------------------------- DDL / watermark
 

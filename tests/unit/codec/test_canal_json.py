@@ -413,3 +413,45 @@ def test_encoder_is_picklable_and_reuses_plans() -> None:
     renamed = PERSON.renamed("other", "people")
     out = json.loads(enc.encode_row(RowChange("I", "other", "people", 0, TS, None, PERSON_ROW), renamed))
     assert (out["database"], out["table"]) == ("other", "people")
+
+
+def test_fast_json_str_path_equals_the_full_escape_table() -> None:
+    import random
+
+    from sparkcdc.codec.canal_json import _ESCAPES
+
+    rng = random.Random(5)
+    alphabet = [
+        "a",
+        "é",
+        "😀",
+        "<",
+        ">",
+        "&",
+        '"',
+        "\\",
+        "\n",
+        "\r",
+        "\t",
+        "\x00",
+        "\x08",
+        "\x0c",
+        "\x1f",
+        "\x7f",
+    ]
+    alphabet += ["\u2028", "\u2029", "\udc80", "/", "'"]
+    for _ in range(5000):
+        s = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 10)))
+        assert json_str(s) == '"' + s.translate(_ESCAPES) + '"', repr(s)
+
+
+def test_options_come_from_replica_config() -> None:
+    cfg = ReplicaConfig.from_dict(
+        {"sink": {"only-output-updated-columns": True, "delete-only-output-handle-key-columns": True}}
+    )
+    enc = CanalJsonEncoder(cfg, True, now_ms=lambda: NOW)
+    assert enc.only_output_updated_columns and enc.delete_only_output_handle_key_columns
+    assert not enc.content_compatible
+    assert json.loads(enc.encode_row(delete(PERSON_ROW, PERSON), PERSON))["data"] == [{"id": "1"}]
+    override = CanalJsonEncoder(cfg, True, only_output_updated_columns=False)
+    assert not override.only_output_updated_columns

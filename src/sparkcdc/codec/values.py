@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import struct
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Context, Decimal
 from functools import lru_cache
 from typing import Any
 
@@ -204,12 +204,21 @@ def go_g_format(v: float, bits: int = 64) -> str:
 # --------------------------------------------------------------------------- decimals
 
 
+# DECIMAL(65,30) needs 65 digits; the default context keeps 28.
+_DECIMAL_CONTEXT = Context(prec=200, rounding=ROUND_HALF_UP)
+
+
 def decimal_text(d: Decimal, scale: int | None) -> str:
     """A DECIMAL as MySQL prints it: fixed notation with exactly ``scale`` fraction digits."""
+    s = str(d)
+    if "E" not in s:
+        if scale is None:
+            return s
+        dot = s.find(".")
+        if (0 if dot < 0 else len(s) - dot - 1) == scale:
+            return s
     if scale is not None and d.is_finite():
-        exp = d.as_tuple().exponent
-        if isinstance(exp, int) and exp != -scale:
-            d = d.quantize(Decimal(1).scaleb(-scale))
+        d = d.quantize(Decimal(1).scaleb(-scale), context=_DECIMAL_CONTEXT)
     return format(d, "f")
 
 

@@ -129,6 +129,10 @@ def test_decimal_text_uses_column_scale_and_fixed_notation() -> None:
     big = Decimal("-12345678901234567890123456789012345.123456789012345678901234567890")
     assert decimal_text(big, 30) == "-12345678901234567890123456789012345.123456789012345678901234567890"
     assert decimal_text(Decimal("7"), None) == "7"
+    assert decimal_text(Decimal("1E+2"), None) == "100"
+    wide = Decimal("12345678901234567890123456789012345.5")
+    assert decimal_text(wide, 30) == "12345678901234567890123456789012345.5" + "0" * 29
+    assert decimal_text(Decimal("1.005"), 2) == "1.01"
 
 
 def test_enum_and_set_conversions_both_ways() -> None:

@@ -360,3 +360,19 @@ def test_key_is_handle_key_columns_in_table_order() -> None:
 def test_table_without_handle_key_has_no_key_schema() -> None:
     t = TableInfo("d", "t", (ColumnInfo("a", "int"),))
     assert _schemas(t).key_json is None
+
+
+def test_decimal_65_digits_is_exact() -> None:
+    d = Decimal("-99999999999999999999999999999999999.999999999999999999999999999999")
+    raw = decimal_unscaled_bytes(d, 30)
+    assert int.from_bytes(raw, "big", signed=True) == -(10**65 - 1)
+    assert decimal_unscaled_bytes(Decimal("1E+2"), 2) == (10000).to_bytes(2, "big", signed=True)
+    t = TableInfo("d", "t", (ColumnInfo("x", "decimal", precision=65, scale=30),))
+    for mode in ("precise", "string"):
+        s = _schemas(t, ext=False, decimal=mode)
+        parsed = fastavro.parse_schema(json.loads(s.value_json))
+        buf = io.BytesIO()
+        fastavro.schemaless_writer(buf, parsed, to_record(s.value_fields, (d,)))
+        buf.seek(0)
+        got = fastavro.schemaless_reader(buf, parsed, None)
+        assert got == {"x": d if mode == "precise" else str(d)}

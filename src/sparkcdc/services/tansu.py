@@ -129,13 +129,13 @@ class LocalTansu:
             return ""
 
     def stop(self) -> None:
-        """Stop the broker (SIGTERM, then SIGKILL); the port stays reserved for ``start()``."""
+        """Stop the broker (SIGTERM, then SIGKILL: memory storage has nothing to save); ``start()`` reuses the port."""
         if self.proc is None:
             return
         if self.proc.poll() is None:
             self.proc.terminate()
             try:
-                self.proc.wait(timeout=10)
+                self.proc.wait(timeout=1)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(timeout=10)

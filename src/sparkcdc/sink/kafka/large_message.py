@@ -32,6 +32,9 @@ if TYPE_CHECKING:
     from sparkcdc.sink.kafka.encoders import KeyValue, MessageEncoder
 
 
+_OP_NAMES = {"I": "an INSERT", "U": "an UPDATE", "D": "a DELETE"}
+
+
 def message_size(key: bytes | None, value: bytes | None) -> int:
     """TiCDC's size of a Kafka message: key + value + 36 bytes of overhead."""
     return len(key or b"") + len(value or b"") + MESSAGE_OVERHEAD
@@ -169,7 +172,7 @@ class LargeMessageHandler:
             else "raise max-message-bytes: even the handle-key columns do not fit"
         )
         return MessageTooLargeError(
-            f"{what} for a {row.op} row of table `{row.schema}`.`{row.table}` (commit_ts {row.commit_ts}) is "
+            f"{what} for {_OP_NAMES.get(row.op, row.op)} of a row of table `{row.schema}`.`{row.table}` (commit_ts {row.commit_ts}) is "
             f"{size} bytes, larger than max-message-bytes {self.max_message_bytes}; {hint}"
         )
 

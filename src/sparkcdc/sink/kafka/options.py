@@ -346,6 +346,9 @@ class KafkaOptions:
             "client.id": self.client_id,
             "socket.connection.setup.timeout.ms": max(1000, int(self.dial_timeout * 1000)),
             "socket.timeout.ms": max(10, int(max(self.read_timeout, self.write_timeout) * 1000)),
+            # come back within ~2s once a broker is reachable again (librdkafka's default caps at 10s)
+            "reconnect.backoff.ms": 100,
+            "reconnect.backoff.max.ms": 2000,
         }
         if self.sasl_mechanism:
             conf["security.protocol"] = "SASL_SSL" if self.enable_tls else "SASL_PLAINTEXT"

@@ -1,0 +1,1 @@
+"""Consumers: replay a sink's output (storage files, Kafka messages) into MySQL."""

@@ -359,7 +359,13 @@ class AvroEncoder:
     def encode_row(
         self, row: RowChange, table: TableInfo, topic: str
     ) -> list[tuple[bytes | None, bytes | None]]:
-        """Kafka (key, value) pairs for one row change; a key-changing UPDATE gives tombstone + insert."""
+        """Kafka (key, value) pairs for one row change; a key-changing UPDATE gives tombstone + insert.
+
+        DELETE is (key, None). A table without a handle key has no key schema: its
+        messages have key None (so a DELETE there is (None, None), as in TiCDC).
+        Raises SinkError when the registry refuses a schema (e.g. HTTP 409,
+        incompatible) and SinkUnavailable when it cannot be reached.
+        """
         tc = self.table_codec(table)
         if row.op == "D":
             assert row.before is not None

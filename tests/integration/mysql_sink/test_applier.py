@@ -492,3 +492,44 @@ def test_wrong_password_is_a_clear_error(conn_params: ConnParams) -> None:
     bad = replace(conn_params, password="wrong")
     with pytest.raises(SinkError, match="access denied"):
         MySQLApplier(bad).connection()
+
+
+def test_progress_table_makes_replays_exactly_once(
+    downstream: LocalMariaDB, down_db: str, conn_params: ConnParams
+) -> None:
+    t = TableInfo(
+        down_db, "events", (ColumnInfo("a", "int"), ColumnInfo("b", "varchar", length=10))
+    )  # no key
+    r = Rows(t)
+    seq = [
+        r.ins((1, "x"), 100),
+        r.ins((1, "x"), 100),
+        r.ins((2, "y"), 101),
+        r.dele((1, "x"), 102),
+        r.upd((2, "y"), (2, "z"), 103),
+        r.ins((3, "w"), 104),
+    ]
+    want = [("1", "x"), ("2", "z"), ("3", "w")]
+    with MySQLApplier(conn_params, progress_id="cf-progress", max_txn_row=2) as ap:
+        ap.apply_ddl(down_db, "CREATE TABLE events (a INT, b VARCHAR(10))")
+        assert ap.apply_rows(seq[:3]) == 3
+    # A restart: a new applier replays from an older checkpoint; nothing is applied twice.
+    with MySQLApplier(conn_params, progress_id="cf-progress", max_txn_row=2) as ap:
+        assert ap.applied_position(down_db, "events") == (101, seq[2][0].seq)
+        assert ap.apply_rows(seq) == 3
+        assert ap.stats.rows_skipped == 3
+        assert raw_rows(downstream, f"SELECT a, b FROM `{down_db}`.events ORDER BY a") == want
+        # A killed connection: the retry re-reads the progress before applying again.
+        downstream.execute(f"KILL CONNECTION {ap.connection().thread_id()}")
+        assert ap.apply_rows([*seq, r.ins((4, "v"), 105)]) == 1
+        assert ap.stats.retries == 1
+    want.append(("4", "v"))
+    assert raw_rows(downstream, f"SELECT a, b FROM `{down_db}`.events ORDER BY a") == want
+    # Another changefeed id has its own progress.
+    with MySQLApplier(conn_params, progress_id="other") as ap:
+        assert ap.applied_position(down_db, "events") is None
+    got = downstream.query(
+        "SELECT changefeed_id, table_name, commit_ts FROM sparkcdc.mysql_sink_progress WHERE table_schema = %s",
+        (down_db,),
+    )
+    assert got == [("cf-progress", "events", 105)]

@@ -15,7 +15,8 @@ from sparkcdc.sink.mysql import MySQLSink, parse_mysql_sink
 def test_defaults_follow_ticdc() -> None:
     s = parse_mysql_sink("mysql://root:pw@db.example:3306/", ReplicaConfig())
     assert (s.worker_count, s.max_txn_row, s.max_multi_update_row, s.safe_mode) == (16, 256, 40, False)
-    assert s.transaction_atomicity == "none"
+    assert s.transaction_atomicity == "none" and s.progress_table
+    assert not parse_mysql_sink("mysql://h:1/?progress-table=false", ReplicaConfig()).progress_table
     assert (s.conn.host, s.conn.port, s.conn.user, s.conn.password) == ("db.example", 3306, "root", "pw")
     assert s.conn.time_zone == "+00:00"  # the changefeed's UTC
     assert s.conn.read_timeout == 120.0 and s.conn.connect_timeout == 120.0

@@ -31,6 +31,12 @@ Semantics (spec §7, TiCDC's ``cdc/sink/dmlsink/txn/mysql``):
 - ``apply_ddl`` tolerates re-applying a DDL that already took effect (exists /
   does not exist / duplicate column or key errors), so a replay after a
   restart does not fail.
+- With ``progress_id`` (the MySQL sink passes the changefeed id), every
+  downstream transaction also records, per table, the ``(commit_ts, seq)`` of
+  the last row it applied in ``sparkcdc.mysql_sink_progress``; rows at or below
+  the recorded position are skipped. A replay is then exactly-once, tables
+  without a key included. ``(commit_ts, seq)`` must be deterministic and
+  increasing per table, as the capture guarantees.
 """
 
 from __future__ import annotations
@@ -75,6 +81,16 @@ IGNORABLE_DDL_CODES: dict[int, str] = {
     4028: "constraint does not exist",
 }
 ER_NO_SUCH_TABLE = 1146
+
+PROGRESS_SCHEMA = "sparkcdc"
+PROGRESS_TABLE = "mysql_sink_progress"
+PROGRESS_DDL = (
+    f"CREATE TABLE IF NOT EXISTS `{PROGRESS_SCHEMA}`.`{PROGRESS_TABLE}` ("
+    "changefeed_id VARCHAR(128) NOT NULL, table_schema VARCHAR(64) NOT NULL, table_name VARCHAR(64) NOT NULL, "
+    "commit_ts BIGINT UNSIGNED NOT NULL, seq BIGINT NOT NULL, "
+    "updated_at TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP, "
+    "PRIMARY KEY (changefeed_id, table_schema, table_name)) DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin"
+)
 _RENAME = re.compile(r"^\s*(RENAME\s+TABLE|ALTER\s+TABLE\s+\S+\s+RENAME\s+(TO|AS)?)", re.IGNORECASE)
 
 Pair = tuple[RowChange, TableInfo]
@@ -92,6 +108,8 @@ class ApplierStats:
     retries: int = 0
     ddls: int = 0
     ddls_skipped: int = 0
+    rows_skipped: int = 0
+    """Rows at or below the recorded progress (already applied before a restart)."""
 
 
 class MySQLApplier:
@@ -111,6 +129,7 @@ class MySQLApplier:
         max_retries: int = 5,
         retry_backoff: float = 0.5,
         retry_backoff_max: float = 10.0,
+        progress_id: str | None = None,
     ) -> None:
         if max_txn_row <= 0:
             raise ValueError(f"max_txn_row must be > 0, got {max_txn_row}")
@@ -128,6 +147,10 @@ class MySQLApplier:
         self.stats = ApplierStats()
         self._conn: pymysql.Connection | None = None
         self._plans: dict[int, tuple[TableInfo, TablePlan]] = {}
+        self.progress_id = progress_id
+        self._progress: dict[tuple[str, str], tuple[int, int]] = {}
+        self._progress_loaded: set[tuple[str, str]] = set()
+        self._progress_ready = False
 
     # -- connections ---------------------------------------------------------------------------
 
@@ -220,10 +243,80 @@ class MySQLApplier:
     def apply_rows(self, rows: Iterable[Pair], replicating_ts: int | None = None) -> int:
         """Apply row changes in the given (commit) order; returns how many were applied."""
         n = 0
+        if self.progress_id is not None:
+            rows = self._skip_applied(rows)
         for chunk in self._chunks(rows):
             self._apply_chunk(chunk, replicating_ts)
             n += len(chunk)
         return n
+
+    # -- progress (exactly-once replay) ---------------------------------------------------------
+
+    def ensure_progress_table(self) -> None:
+        """Create ``sparkcdc.mysql_sink_progress`` if it is missing."""
+        conn = self.connection()
+        with conn.cursor() as cur:
+            cur.execute(f"CREATE DATABASE IF NOT EXISTS `{PROGRESS_SCHEMA}`")
+            cur.execute(PROGRESS_DDL)
+        conn.commit()
+        self._progress_ready = True
+
+    def applied_position(self, schema: str, table: str) -> tuple[int, int] | None:
+        """The recorded ``(commit_ts, seq)`` of the last applied row of a table (None if none)."""
+        key = (schema, table)
+        if key not in self._progress_loaded:
+            attempt = 0
+            while True:
+                try:
+                    if not self._progress_ready:
+                        self.ensure_progress_table()
+                    conn = self.connection()
+                    with conn.cursor() as cur:
+                        cur.execute(
+                            f"SELECT commit_ts, seq FROM `{PROGRESS_SCHEMA}`.`{PROGRESS_TABLE}` "
+                            "WHERE changefeed_id = %s AND table_schema = %s AND table_name = %s",
+                            (self.progress_id, schema, table),
+                        )
+                        row = cur.fetchone()
+                    conn.commit()
+                    break
+                except (pymysql.err.Error, OSError) as exc:
+                    err = classify(exc, f"reading the replication progress of {schema}.{table}")
+                    self._drop_connection()
+                    if not err.transient or attempt >= self.max_retries:
+                        raise err from exc
+                    attempt += 1
+                    self._backoff(attempt)
+            if row is not None:
+                self._progress[key] = (int(row[0]), int(row[1]))
+            self._progress_loaded.add(key)
+        return self._progress.get(key)
+
+    def _skip_applied(self, rows: Iterable[Pair]) -> Iterator[Pair]:
+        for pair in rows:
+            r = pair[0]
+            pos = self.applied_position(r.schema, r.table)
+            if pos is not None and (r.commit_ts, r.seq) <= pos:
+                self.stats.rows_skipped += 1
+                continue
+            yield pair
+
+    def _progress_statement(
+        self, chunk: list[Pair]
+    ) -> tuple[str, list[Any], dict[tuple[str, str], tuple[int, int]]]:
+        last: dict[tuple[str, str], tuple[int, int]] = {}
+        for r, _ in chunk:
+            last[(r.schema, r.table)] = (r.commit_ts, r.seq)
+        args: list[Any] = []
+        for (schema, table), (ts, seq) in last.items():
+            args.extend((self.progress_id, schema, table, ts, seq))
+        sql = (
+            f"INSERT INTO `{PROGRESS_SCHEMA}`.`{PROGRESS_TABLE}` "
+            "(changefeed_id, table_schema, table_name, commit_ts, seq) VALUES "
+            + ",".join(["(%s,%s,%s,%s,%s)"] * len(last))
+            + " ON DUPLICATE KEY UPDATE commit_ts = VALUES(commit_ts), seq = VALUES(seq)"
+        )
+        return sql, args, last
 
     def _chunks(self, rows: Iterable[Pair]) -> Iterator[list[Pair]]:
         """Downstream transactions: whole upstream transactions packed up to max_txn_row rows."""
@@ -300,6 +393,13 @@ class MySQLApplier:
                 self._backoff(attempt)
                 # The lost transaction may have committed: apply it idempotently.
                 force_safe = True
+                if self.progress_id is not None:
+                    # ...or, with the progress table, find out whether it did.
+                    for r, _ in chunk:
+                        self._progress_loaded.discard((r.schema, r.table))
+                    chunk = list(self._skip_applied(chunk))
+                    if not chunk:
+                        return
 
     def _refused(self, exc: BaseException, chunk: list[Pair]) -> SparkCdcError:
         tables = sorted({f"{r.schema}.{r.table}" for r, _ in chunk})
@@ -349,7 +449,14 @@ class MySQLApplier:
                 cur.execute(st.sql, st.args)
                 self.stats.round_trips += 1
                 i += 1
+            progress = None
+            if self.progress_id is not None:
+                sql, args, progress = self._progress_statement(chunk)
+                cur.execute(sql, args)
+                self.stats.round_trips += 1
         conn.commit()
+        if progress is not None:
+            self._progress.update(progress)
         self.stats.statements += len(stmts)
         self.stats.rows += len(chunk)
         self.stats.txns += 1

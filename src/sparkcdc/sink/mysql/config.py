@@ -4,7 +4,9 @@
 with TiCDC's parameters (spec §6, ``tiflow:pkg/sink/mysql/config.go``): every
 value is checked; unknown parameters and ``protocol`` are refused. Like TiCDC,
 values above a hard maximum are lowered to it with a warning, the port
-defaults to 4000 and the user to ``root``.
+defaults to 4000 and the user to ``root``. One parameter is sparkcdc's own:
+``progress-table=true|false`` (default true) keeps per-table progress downstream
+so that a replay after a restart is exactly-once (see ``applier``).
 """
 
 from __future__ import annotations
@@ -50,6 +52,8 @@ class MySQLSinkSettings:
     cache_prepared_statements: bool = True
     """Accepted for TiCDC compatibility; PyMySQL sends text statements, so it has no effect."""
     is_tidb: bool = False
+    progress_table: bool = True
+    """Record per-table progress downstream (``sparkcdc.mysql_sink_progress``) for exactly-once replay."""
     uri_redacted: str = field(default="", compare=False)
 
 
@@ -173,6 +177,7 @@ def parse_mysql_sink(uri: str, config: ReplicaConfig) -> MySQLSinkSettings:
     batch_dml = _bool(p, "batch-dml-enable", mc.enable_batch_dml, True)
     multi_stmt = _bool(p, "multi-stmt-enable", mc.enable_multi_statement, True)
     cache_prep = _bool(p, "cache-prep-stmts", mc.enable_cache_prepared_statement, True)
+    progress_table = _bool(p, "progress-table", None, True)
     p.reject_unknown()
 
     host, port = p.hosts[0]
@@ -206,5 +211,6 @@ def parse_mysql_sink(uri: str, config: ReplicaConfig) -> MySQLSinkSettings:
         multi_statement=multi_stmt,
         cache_prepared_statements=cache_prep,
         is_tidb=p.scheme.startswith("tidb"),
+        progress_table=progress_table,
         uri_redacted=red,
     )

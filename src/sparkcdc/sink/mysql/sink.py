@@ -13,6 +13,12 @@
   pipeline may set it explicitly (e.g. from the upstream's current position).
   Later rows use INSERT/UPDATE/DELETE, and a duplicate key there re-applies the
   downstream transaction in safe mode.
+- With ``progress-table=true`` (the default) each downstream transaction also
+  records the last applied ``(commit_ts, seq)`` per table in
+  ``sparkcdc.mysql_sink_progress`` (key: changefeed id, schema, table), and
+  rows at or below it are skipped: a replayed batch is applied exactly once,
+  tables without a primary key included. Re-creating a changefeed under the
+  same id to re-apply old rows needs those progress rows deleted first.
 """
 
 from __future__ import annotations
@@ -35,8 +41,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def make_applier(settings: MySQLSinkSettings) -> MySQLApplier:
-    """An applier configured from the sink settings."""
+def make_applier(settings: MySQLSinkSettings, progress_id: str | None = None) -> MySQLApplier:
+    """An applier configured from the sink settings (``progress_id`` enables the progress table)."""
     return MySQLApplier(
         settings.conn,
         safe_mode=settings.safe_mode,
@@ -45,6 +51,7 @@ def make_applier(settings: MySQLSinkSettings) -> MySQLApplier:
         batch_dml=settings.batch_dml,
         multi_statement=settings.multi_statement,
         max_multi_update_row=settings.max_multi_update_row,
+        progress_id=progress_id if settings.progress_table else None,
     )
 
 
@@ -61,7 +68,7 @@ class MySQLWriter(PartitionWriter):
     def __init__(self, settings: MySQLSinkSettings, ctx: WriterContext, replicating_ts: int | None) -> None:
         self.ctx = ctx
         self.replicating_ts = replicating_ts
-        self.applier = make_applier(settings)
+        self.applier = make_applier(settings, ctx.changefeed_id)
         self.flush_rows = max(1024, 4 * settings.max_txn_row)
         self.buf: list[Pair] = []
         self.rows = 0
@@ -92,6 +99,7 @@ class MySQLWriter(PartitionWriter):
                 "txns": stats.txns,
                 "safe_retries": stats.safe_retries,
                 "retries": stats.retries,
+                "rows_skipped": stats.rows_skipped,
             }
         finally:
             self.applier.close()
@@ -146,6 +154,20 @@ class MySQLSink(Sink):
         if used.password != self.settings.conn.password:
             log.info("MySQL sink %s: the password was base64-encoded", self.settings.uri_redacted)
             self.settings = replace(self.settings, conn=used)
+        if self.settings.progress_table:
+            applier = make_applier(self.settings, self.changefeed_id)
+            try:
+                applier.ensure_progress_table()
+            except Exception as exc:
+                err = classify(
+                    exc, f"creating the progress table on the MySQL sink {self.settings.uri_redacted}"
+                )
+                raise type(err)(
+                    f"{err.message}. Grant CREATE/INSERT/UPDATE/SELECT on the `sparkcdc` schema to the sink "
+                    "user, or add progress-table=false to the sink URI (replays then rely on safe mode)"
+                ) from exc
+            finally:
+                applier.close()
 
     def apply_ddl(self, ddl: DDLEvent) -> None:
         """Run the DDL downstream in its schema (already-applied DDLs are skipped)."""

@@ -11,7 +11,9 @@ from sparkcdc.config.uri import redact_uri
 
 MASK = "xxxxx"
 
-_SECRET_KEY = re.compile(r"(?i)(password|passwd|secret|token|sas|account-key|access-key|credential|auth)")
+_SECRET_KEY = re.compile(
+    r"(?i)(password|passwd|secret|token|sas-token|account-key|access-key|credential|auth-header|authorization)"
+)
 
 
 def redact_config(value: Any, key: str = "") -> Any:

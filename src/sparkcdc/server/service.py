@@ -11,7 +11,15 @@ from typing import Any
 from sparkcdc import __version__
 from sparkcdc.config.replica import ReplicaConfig
 from sparkcdc.config.uri import redact_uri
-from sparkcdc.errors import ChangefeedStateError, ConfigError, ConflictError, SinkURIError, SparkCdcError
+from sparkcdc.errors import (
+    ChangefeedExists,
+    ChangefeedNotFound,
+    ChangefeedStateError,
+    ConfigError,
+    ConflictError,
+    SinkURIError,
+    SparkCdcError,
+)
 from sparkcdc.filter import TableFilter
 from sparkcdc.meta import ChangefeedInfo, ChangefeedState, MetaStore, NewChangefeed
 from sparkcdc.model.ts import physical_ms
@@ -175,12 +183,14 @@ class ChangefeedService:
         subscriber = body.get("subscriber_name")
         if subscriber is not None and (not isinstance(subscriber, str) or not subscriber.strip()):
             raise invalid_param(f"invalid subscriber_name {subscriber!r}: a non-empty name")
-        raw_config = body.get("replica_config") or {}
+        raw_config = body.get("replica_config")
+        raw_config = {} if raw_config is None else raw_config
         if not isinstance(raw_config, dict):
             raise invalid_param(f"replica_config must be an object, got {type(raw_config).__name__}")
         database, table = body.get("database"), body.get("table")
         if database is not None or table is not None:
             raw_config = self._subscription_config(raw_config, database, table)
+        self._refuse_taken(namespace, cf_id, subscriber)
         upstream_uri = body.get("upstream_uri")
         sink_uri = body.get("sink_uri")
         config = self.build_config(raw_config, sink_uri, cf_id, upstream_uri)  # type: ignore[arg-type]
@@ -205,6 +215,25 @@ class ChangefeedService:
                 subscriber_name=subscriber,
             )
         )
+
+    def _refuse_taken(self, namespace: str, cf_id: str, subscriber: str | None) -> None:
+        # Cheap early answers before reaching the sink and the upstream; the insert re-checks atomically.
+        try:
+            cf = self.store.get_changefeed(cf_id, namespace)
+        except ChangefeedNotFound:
+            pass
+        else:
+            raise ChangefeedExists(
+                f"changefeed {cf_id!r} already exists in namespace {namespace!r} (state {cf.state}); "
+                "choose another --changefeed-id or remove it first"
+            )
+        if subscriber is not None:
+            for cf in self.store.list_changefeeds():
+                if cf.subscriber_name == subscriber:
+                    raise ChangefeedExists(
+                        f"subscriber {subscriber!r} already has changefeed {cf.id!r} (namespace {cf.namespace!r}); "
+                        "use another subscriber name or remove that changefeed"
+                    )
 
     def _probe(self, upstream_uri: str, start_ts: int | None) -> int:
         try:

@@ -1,0 +1,344 @@
+"""Scheduler lifecycle against a real SQLite meta store.
+
+The runner is a test double: these tests cover only the lifecycle logic (claim,
+start, progress, pause, retry, fail, finish, fencing); the integration tests
+run the real Spark pipeline.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from sparkcdc.errors import SinkError, SinkUnavailable, SparkCdcError
+from sparkcdc.meta import ChangefeedState, MetaStore, NewChangefeed
+from sparkcdc.server.runner import RunSpec
+from sparkcdc.server.scheduler import Scheduler
+
+
+@dataclass
+class Prog:
+    checkpoint_ts: int
+    resolved_ts: int
+    rows_total: int = 0
+    rows_per_sec: float = 0.0
+    lag_s: float = 0.0
+
+
+class FakeHandle:
+    def __init__(self, spec: RunSpec, on_progress: Callable[[Prog], None]) -> None:
+        self.spec = spec
+        self.report = on_progress
+        self.active = True
+        self.error: SparkCdcError | None = None
+        self.done = False
+        self.stopped = False
+
+    def stop(self) -> None:
+        self.stopped = True
+        self.active = False
+
+    def is_active(self) -> bool:
+        return self.active
+
+    def exception(self) -> SparkCdcError | None:
+        return self.error
+
+    def finished(self) -> bool:
+        return self.done
+
+
+class FakeRunner:
+    def __init__(self) -> None:
+        self.handles: list[FakeHandle] = []
+        self.fail_with: dict[str, SparkCdcError] = {}
+        self.shut = False
+
+    def start(self, spec: RunSpec, on_progress: Callable[[Prog], None]) -> FakeHandle:
+        if spec.changefeed_id in self.fail_with:
+            raise self.fail_with[spec.changefeed_id]
+        h = FakeHandle(spec, on_progress)
+        self.handles.append(h)
+        return h
+
+    def shutdown(self) -> None:
+        self.shut = True
+
+    def of(self, cf_id: str) -> list[FakeHandle]:
+        return [h for h in self.handles if h.spec.changefeed_id == cf_id]
+
+
+@pytest.fixture()
+def uri(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'meta.db'}"
+
+
+@pytest.fixture()
+def store(uri: str) -> MetaStore:
+    s = MetaStore.open(uri)
+    yield s
+    s.close()
+
+
+def make(store: MetaStore, runner: FakeRunner, tmp_path: Path, **kw: object) -> Scheduler:
+    opts: dict[str, object] = dict(
+        server_id="srv-a",
+        address="127.0.0.1:1",
+        data_dir=tmp_path / "data",
+        lease_seconds=5,
+        backoff_base=0.01,
+    )
+    opts.update(kw)
+    return Scheduler(store, runner, **opts)  # type: ignore[arg-type]
+
+
+def settle(s: Scheduler, rounds: int = 3) -> None:
+    """Tick, wait for in-flight starts/stops, and tick again."""
+    for _ in range(rounds):
+        s.tick()
+        for t in list(s.tasks.values()):
+            if t.pending is not None:
+                t.pending.exception(timeout=5)
+
+
+def create(store: MetaStore, cf_id: str = "cf-1", **kw: object) -> None:
+    args: dict[str, object] = dict(
+        id=cf_id,
+        upstream_uri="mysql://root:topsecret@127.0.0.1:3306/",
+        sink_uri="file:///tmp/out?protocol=csv",
+        config={"filter": {"rules": ["app.*"]}},
+        start_ts=100,
+    )
+    args.update(kw)
+    store.create_changefeed(NewChangefeed(**args))  # type: ignore[arg-type]
+
+
+def test_claims_starts_from_the_checkpoint_and_records_progress(store: MetaStore, tmp_path: Path) -> None:
+    runner = FakeRunner()
+    create(store)
+    s = make(store, runner, tmp_path)
+    settle(s)
+    (h,) = runner.handles
+    assert h.spec.start_ts == 100 and h.spec.target_ts is None
+    assert h.spec.config.filter.rules == ["app.*"]
+    assert Path(h.spec.checkpoint_dir) == tmp_path / "data" / "changefeeds" / "default" / "cf-1" / "epoch-1"
+    row = store.get_changefeed("cf-1")
+    assert row.owner == "srv-a" and row.epoch == 1
+    h.report(Prog(checkpoint_ts=500, resolved_ts=600, rows_total=7, rows_per_sec=1.5, lag_s=0.2))
+    settle(s, 1)
+    row = store.get_changefeed("cf-1")
+    assert (row.checkpoint_ts, row.resolved_ts) == (500, 600)
+    assert row.stats == {"rows_total": 7, "rows_per_sec": 1.5, "lag_s": 0.2}
+    # an older report never moves the checkpoint back
+    h.report(Prog(checkpoint_ts=400, resolved_ts=400))
+    settle(s, 1)
+    assert store.get_changefeed("cf-1").checkpoint_ts == 500
+    assert [x.id for x in store.list_servers()] == ["srv-a"]
+
+
+def test_pause_stops_and_releases_then_resume_restarts_from_the_checkpoint(
+    store: MetaStore, tmp_path: Path
+) -> None:
+    runner = FakeRunner()
+    create(store)
+    s = make(store, runner, tmp_path)
+    settle(s)
+    runner.handles[0].report(Prog(checkpoint_ts=800, resolved_ts=800))
+    settle(s, 1)
+    store.update_changefeed(store.get_changefeed("cf-1"), state=ChangefeedState.STOPPED)
+    settle(s)
+    row = store.get_changefeed("cf-1")
+    assert runner.handles[0].stopped
+    assert row.state == ChangefeedState.STOPPED and row.owner is None and row.checkpoint_ts == 800
+    assert s.tasks == {}
+    stale = Path(runner.handles[0].spec.checkpoint_dir)
+    stale.mkdir(parents=True)
+    store.update_changefeed(row, state=ChangefeedState.NORMAL)
+    settle(s)
+    assert len(runner.handles) == 2 and runner.handles[1].spec.start_ts == 800
+    assert runner.handles[1].spec.checkpoint_dir.endswith("epoch-2")
+    assert not stale.exists()  # a new claim never resumes from an older local Spark checkpoint
+
+
+def test_transient_error_shows_a_warning_and_retries_with_backoff(store: MetaStore, tmp_path: Path) -> None:
+    runner = FakeRunner()
+    create(store)
+    s = make(store, runner, tmp_path, backoff_base=0.2)
+    settle(s)
+    runner.handles[0].error = SinkUnavailable("kafka at 127.0.0.1:1 is down; password=topsecret")
+    settle(s, 2)
+    row = store.get_changefeed("cf-1")
+    assert row.state == ChangefeedState.NORMAL and row.owner == "srv-a"
+    assert row.warning is not None and "CDC:ErrSinkUnavailable" in row.warning
+    assert "topsecret" not in row.warning
+    assert runner.handles[0].stopped and len(runner.handles) == 1  # backoff: not restarted yet
+    time.sleep(0.25)
+    settle(s)
+    assert len(runner.handles) == 2
+    runner.handles[1].report(Prog(checkpoint_ts=900, resolved_ts=900))
+    settle(s, 1)
+    row = store.get_changefeed("cf-1")
+    assert row.warning is None and row.checkpoint_ts == 900
+
+
+def test_permanent_error_fails_one_changefeed_and_the_others_keep_running(
+    store: MetaStore, tmp_path: Path
+) -> None:
+    runner = FakeRunner()
+    runner.fail_with["bad"] = SinkError("the sink refused user 'u' with password topsecret")
+    create(store, "good")
+    create(store, "bad")
+    s = make(store, runner, tmp_path)
+    settle(s)
+    bad = store.get_changefeed("bad")
+    assert bad.state == ChangefeedState.FAILED and bad.owner is None
+    assert bad.error is not None and bad.error["code"] == "CDC:ErrSinkFailed"
+    assert "topsecret" not in bad.error["message"] and "refused user" in bad.error["message"]
+    good = store.get_changefeed("good")
+    assert good.state == ChangefeedState.NORMAL and good.owner == "srv-a"
+    assert [h.spec.changefeed_id for h in runner.handles] == ["good"] and runner.handles[0].active
+
+
+def test_a_runner_that_raises_outside_sparkcdc_errors_is_retried(store: MetaStore, tmp_path: Path) -> None:
+    runner = FakeRunner()
+    create(store)
+    s = make(store, runner, tmp_path, backoff_base=5)
+    settle(s)
+
+    def boom() -> bool:
+        raise RuntimeError("py4j went away")
+
+    runner.handles[0].is_active = boom  # type: ignore[method-assign]
+    settle(s, 2)
+    row = store.get_changefeed("cf-1")
+    assert row.state == ChangefeedState.NORMAL and "py4j went away" in (row.warning or "")
+
+
+def test_errors_without_progress_for_too_long_fail_the_changefeed(store: MetaStore, tmp_path: Path) -> None:
+    runner = FakeRunner()
+    runner.fail_with["cf-1"] = SinkUnavailable("still down")
+    create(store)
+    s = make(store, runner, tmp_path, error_stuck_seconds=0)
+    settle(s)
+    row = store.get_changefeed("cf-1")
+    assert row.state == ChangefeedState.FAILED and "still down" in row.error["message"]  # type: ignore[index]
+
+
+def test_target_reached_finishes_the_changefeed(store: MetaStore, tmp_path: Path) -> None:
+    runner = FakeRunner()
+    create(store, "a", target_ts=1000)
+    create(store, "b")
+    s = make(store, runner, tmp_path)
+    settle(s)
+    (ha,) = runner.of("a")
+    ha.report(Prog(checkpoint_ts=1000, resolved_ts=1000))
+    (hb,) = runner.of("b")
+    hb.done = True
+    settle(s)
+    for cf_id, h in (("a", ha), ("b", hb)):
+        row = store.get_changefeed(cf_id)
+        assert row.state == ChangefeedState.FINISHED and row.owner is None, cf_id
+        assert h.stopped
+    assert store.get_changefeed("a").checkpoint_ts == 1000
+
+
+def test_remove_stops_releases_and_deletes_local_state(store: MetaStore, tmp_path: Path) -> None:
+    runner = FakeRunner()
+    create(store)
+    s = make(store, runner, tmp_path)
+    settle(s)
+    ckpt = Path(runner.handles[0].spec.checkpoint_dir)
+    ckpt.mkdir(parents=True)
+    store.update_changefeed(store.get_changefeed("cf-1"), state=ChangefeedState.REMOVED)
+    settle(s)
+    (row,) = store.list_changefeeds(include_removed=True)
+    assert row.state == ChangefeedState.REMOVED and row.owner is None
+    assert runner.handles[0].stopped and not ckpt.exists()
+
+
+def test_a_server_that_lost_its_lease_stops_without_writing(
+    uri: str, store: MetaStore, tmp_path: Path
+) -> None:
+    runner_a, runner_b = FakeRunner(), FakeRunner()
+    create(store)
+    a = make(store, runner_a, tmp_path, lease_seconds=0.3)
+    settle(a)
+    time.sleep(0.4)  # server a stalls past its lease
+    other = MetaStore.open(uri)
+    b = make(other, runner_b, tmp_path / "b", server_id="srv-b", lease_seconds=5)
+    settle(b)
+    assert store.get_changefeed("cf-1").owner == "srv-b"
+    a.tick()
+    assert a.tasks == {}
+    deadline = time.monotonic() + 5
+    while not runner_a.handles[0].stopped:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    row = store.get_changefeed("cf-1")
+    assert row.owner == "srv-b" and row.epoch == 2
+    assert runner_b.handles[0].spec.checkpoint_dir.endswith("epoch-2")
+    other.close()
+
+
+def test_meta_database_loss_fences_running_changefeeds(uri: str, store: MetaStore, tmp_path: Path) -> None:
+    now = [1000.0]
+    runner = FakeRunner()
+    create(store)
+    s = make(store, runner, tmp_path, clock=lambda: now[0])
+    settle(s)
+    db = Path(uri.removeprefix("sqlite:///"))
+    os.rename(db, db.with_suffix(".moved"))  # a real fault: the meta database is gone
+    s.tick()
+    assert s.tasks and not runner.handles[0].stopped  # within the lease: keep running
+    now[0] += 10
+    s.tick()
+    assert s.tasks == {} and s.last_tick_error is not None
+    deadline = time.monotonic() + 5
+    while not runner.handles[0].stopped:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+
+
+def test_shutdown_releases_leases_for_immediate_takeover(store: MetaStore, tmp_path: Path) -> None:
+    runner = FakeRunner()
+    create(store)
+    s = make(store, runner, tmp_path)
+    settle(s)
+    runner.handles[0].report(Prog(checkpoint_ts=4242, resolved_ts=4242))
+    s.shutdown()
+    row = store.get_changefeed("cf-1")
+    assert row.owner is None and row.state == ChangefeedState.NORMAL and row.checkpoint_ts == 4242
+    assert runner.handles[0].stopped and runner.shut
+    assert store.list_servers() == []
+    assert [c.id for c in store.claimable_changefeeds()] == ["cf-1"]
+
+
+def test_background_thread_claims_without_manual_ticks(store: MetaStore, tmp_path: Path) -> None:
+    runner = FakeRunner()
+    s = make(store, runner, tmp_path, tick_seconds=0.05)
+    s.start()
+    try:
+        create(store)
+        deadline = time.monotonic() + 10
+        while not runner.handles:
+            assert time.monotonic() < deadline, "not claimed"
+            time.sleep(0.02)
+        assert threading.active_count() >= 2
+    finally:
+        s.shutdown()
+    assert store.get_changefeed("cf-1").owner is None
+
+
+def test_max_changefeeds_limits_claims(store: MetaStore, tmp_path: Path) -> None:
+    runner = FakeRunner()
+    create(store, "a")
+    create(store, "b")
+    s = make(store, runner, tmp_path, max_changefeeds=1)
+    settle(s)
+    assert len(s.tasks) == 1 and len(store.claimable_changefeeds()) == 1

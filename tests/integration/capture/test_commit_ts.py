@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import subprocess
 import sys
 import time
@@ -106,7 +107,7 @@ def test_commit_ts_increases_per_transaction_shared_by_its_rows_and_in_the_commi
     for txn, tss in by_txn.items():
         assert len(tss) == 1, f"rows of transaction {txn} carry different commit_ts {sorted(tss)}"
     ordered = [next(iter(by_txn[t])) for t in range(1, 25)]
-    assert all(a < b for a, b in zip(ordered, ordered[1:], strict=False)), (
+    assert all(a < b for a, b in itertools.pairwise(ordered)), (
         f"commit_ts not strictly increasing in commit order: {ordered}"
     )
     for txn, (t0, t1) in windows.items():
@@ -142,9 +143,7 @@ def test_commit_ts_across_a_binlog_rotation(mariadb: LocalMariaDB, fresh_db: str
     rows, offsets = _read(up, start, end, fresh_db)
     assert [_txn_of(r) for r in rows] == list(range(1, 11))
     tss = [r.commit_ts for r in rows]
-    assert all(a < b for a, b in zip(tss, tss[1:], strict=False)), (
-        f"not increasing across the rotation: {tss}"
-    )
+    assert all(a < b for a, b in itertools.pairwise(tss)), f"not increasing across the rotation: {tss}"
     assert {r.position.file for r in rows if r.position} == {old_file, new_file}
 
     # Starting at the new file's start computes the same chain as reading across the rotation.
@@ -184,7 +183,7 @@ def test_commit_ts_increases_across_two_rotations_in_one_second(mariadb: LocalMa
     rows = [r for r in rows if _txn_of(r) > n[0] - 6]  # the burst that fit in one second
     tss = [r.commit_ts for r in rows]
     assert len(tss) == 6
-    assert all(a < b for a, b in zip(tss, tss[1:], strict=False)), (
+    assert all(a < b for a, b in itertools.pairwise(tss)), (
         f"commit_ts repeats or decreases when two binlog files start in the same second: {tss}"
     )
 

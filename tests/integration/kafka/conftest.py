@@ -21,6 +21,13 @@ def tansu() -> Iterator[LocalTansu]:
     close_all_producers(1)
 
 
+@pytest.fixture(autouse=True)
+def _drop_producers() -> Iterator[None]:
+    """Cached producers die with each test, so none keeps dialling a broker that is gone."""
+    yield
+    close_all_producers(1)
+
+
 @pytest.fixture()
 def topic() -> str:
     """A fresh topic name."""

@@ -139,8 +139,14 @@ class KafkaOptions:
     """The sink URI as given (the avro encoder reads its own parameters from it)."""
 
     @classmethod
-    def parse(cls, uri: str, config: ReplicaConfig, changefeed_id: str = "default") -> KafkaOptions:
-        """Read and validate the sink URI and ``[sink.kafka-config]`` (URI wins over config)."""
+    def parse(
+        cls, uri: str, config: ReplicaConfig, changefeed_id: str = "default", *, consumer: bool = False
+    ) -> KafkaOptions:
+        """Read and validate the sink URI and ``[sink.kafka-config]`` (URI wins over config).
+
+        ``consumer=True`` reads a consumer's upstream URI: the producer-only checks
+        (large-message handling) are skipped.
+        """
         p = ParsedURI.parse(uri)
         shown = redact_uri(uri)
         if p.scheme not in ("kafka", "kafka+ssl"):
@@ -294,7 +300,7 @@ class KafkaOptions:
                 )
         p.reject_unknown()
 
-        large = _large_message(config, protocol, ext)
+        large = LargeMessageOptions() if consumer else _large_message(config, protocol, ext)
         if large.option != "none" and config.force_replicate:
             raise ConfigError(
                 f'force-replicate must be disabled, when the large message handle option is set to "{large.option}"'

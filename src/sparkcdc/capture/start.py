@@ -30,7 +30,7 @@ def _file_start(up: UpstreamConfig, name: str) -> tuple[int, int | None]:
         info = first_event_info(s)
     if info["fde_ts"] is None:
         raise BinlogPurgedError(f"binlog file {name} has no format description event")
-    return file_start_ts(int(info["fde_ts"])), info["gtid_list_count"]
+    return file_start_ts(int(info["fde_ts"]), name), info["gtid_list_count"]
 
 
 def offset_for_ts(up: UpstreamConfig, start_ts: int) -> Offset:

@@ -181,7 +181,7 @@ class TxnStream:
         if t == P.FORMAT_DESCRIPTION_EVENT:
             # A file's own FDE (real or resent at dump start) fixes the chain at its start.
             if self.pos <= 4 or getattr(self, "_new_file", False):
-                self.ts = file_start_ts(_fde_created(ev))
+                self.ts = file_start_ts(_fde_created(ev), self.file)
                 self._new_file = False
             self._advance(ev)
             return

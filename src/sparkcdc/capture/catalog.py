@@ -396,6 +396,8 @@ class SchemaCatalog:
         self._dbs: dict[str, tuple[str, str]] = {}
         self._tables: dict[tuple[str, str], TableInfo] = {}
         self._meta: dict[tuple[str, str], TableMeta] = {}
+        self.applied_ts = 0
+        """The commit_ts the catalog is current at: its load version or the last DDL applied."""
 
     # -- reading -----------------------------------------------------------------------------
     def get(self, schema: str, table: str) -> TableInfo | None:
@@ -455,6 +457,7 @@ class SchemaCatalog:
             cur.execute("SELECT @@character_set_server, @@collation_server")
             row = cur.fetchone()
             cat = cls(server_charset=row[0], server_collation=row[1], scope=schemas)
+            cat.applied_ts = version
             cur.execute(
                 "SELECT SCHEMA_NAME, DEFAULT_CHARACTER_SET_NAME, DEFAULT_COLLATION_NAME FROM information_schema.SCHEMATA"
             )
@@ -491,6 +494,7 @@ class SchemaCatalog:
             "server_charset": self.server_charset,
             "server_collation": self.server_collation,
             "scope": sorted(self.scope) if self.scope is not None else None,
+            "applied_ts": self.applied_ts,
             "databases": {k: list(v) for k, v in sorted(self._dbs.items())},
             "tables": [
                 {"info": self._tables[k].to_dict(), "meta": self._meta[k].to_dict()}
@@ -506,6 +510,7 @@ class SchemaCatalog:
             server_collation=d.get("server_collation"),
             scope=d.get("scope"),
         )
+        cat.applied_ts = int(d.get("applied_ts", 0))
         for name, (cs, co) in d.get("databases", {}).items():
             cat._dbs[name] = (cs, co)
         for t in d.get("tables", []):
@@ -528,7 +533,15 @@ class SchemaCatalog:
         if isinstance(stmt, Ignored):
             return []
         ctx = _Apply(self, query, default_schema or None, commit_ts)
-        return ctx.run(stmt)
+        saved = (dict(self._dbs), dict(self._tables), dict(self._meta))
+        try:
+            events = ctx.run(stmt)
+        except BaseException:
+            # a statement applies entirely or not at all
+            self._dbs, self._tables, self._meta = saved
+            raise
+        self.applied_ts = max(self.applied_ts, commit_ts)
+        return events
 
 
 class _Apply:

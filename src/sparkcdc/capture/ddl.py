@@ -1884,17 +1884,9 @@ def _norm_datetime(text: str, fsp: int) -> str:
     m = _DT_RE.match(s)
     if m:
         y, mo, d, h, mi, se, fr = m.groups()
-        if fr and len(fr) > fsp:
-            # the server rounds extra fraction digits
-            total = Decimal(f"{int(se or 0)}.{fr}").quantize(Decimal(1).scaleb(-fsp), rounding=ROUND_HALF_UP)
-            se_i = int(total)
-            fr = format(total, "f").split(".")[1] if fsp else ""
-            if se_i >= 60:
-                return s
-        else:
-            se_i = int(se or 0)
+        # extra fraction digits are cut, not rounded (time_round_mode=TRUNCATE)
         return (
-            f"{int(y):04d}-{int(mo):02d}-{int(d):02d} {int(h or 0):02d}:{int(mi or 0):02d}:{se_i:02d}"
+            f"{int(y):04d}-{int(mo):02d}-{int(d):02d} {int(h or 0):02d}:{int(mi or 0):02d}:{int(se or 0):02d}"
             + _frac(fr, fsp)
         )
     if s.isdigit() and len(s) in (8, 14):

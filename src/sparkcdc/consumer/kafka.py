@@ -17,7 +17,11 @@
   ``sparkcdc-consumer-<topic>``). After a restart, messages with commit_ts ≤
   the applied watermark are replays and are dropped; rows up to the watermark
   an interrupted round was applying are applied in safe mode (REPLACE), so a
-  crash at any point neither loses nor doubles a change.
+  crash at any point neither loses nor doubles a change. Within a partition a
+  row whose commit_ts is below the largest one seen is a re-sent batch and is
+  dropped too (TiCDC's "commit ts fallback"); the re-sent copy of a partition's
+  last transaction cannot be told apart and is applied again, which is
+  idempotent for tables with a primary or NOT NULL unique key.
 * Large messages: a ``claimCheckLocation`` reference is resolved by reading the
   full message from ``claim-check-storage-uri`` ([sink.kafka-config.large-message-handle]
   in ``--config``). An ``onlyHandleKey`` INSERT/UPDATE cannot be restored: TiCDC's
@@ -85,6 +89,8 @@ class _PartitionState:
     marks: list[tuple[int, int]] = field(default_factory=list)
     """(watermark ts, offset after that watermark message), oldest first."""
     at_end: bool = False
+    max_ts: int = 0
+    """The largest row commit_ts seen: a smaller one is a replay of a retried batch."""
 
 
 def _split_consumer_params(uri: str) -> tuple[str, dict[str, str]]:
@@ -267,8 +273,14 @@ class KafkaConsumer:
                 order += 1
                 if msg.kind == "ddl":
                     ddls.setdefault((ts, msg.sql), _Pending(ts, order, p, msg))
-                else:
-                    st.rows.append(_Pending(ts, order, p, msg))
+                    continue
+                if ts < st.max_ts:
+                    # commit_ts fell back: the sink re-sent a batch after a failure (at-least-once);
+                    # the partition already delivered these rows in order
+                    self.stats.rows_dropped += 1
+                    continue
+                st.max_ts = ts
+                st.rows.append(_Pending(ts, order, p, msg))
             marks = [s.watermark for s in state.values()]
             if all(w is not None for w in marks):
                 w = min(w for w in marks if w is not None)

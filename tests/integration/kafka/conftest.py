@@ -91,9 +91,12 @@ def person_table(schema: str = "test", table: str = "person", version: int = 1) 
 
 
 def run_batch(
-    sink: Any, items: list[tuple[Any, Any]], batch_id: int, checkpoint_ts: int
+    sink: Any, items: list[tuple[Any, Any]], batch_id: int, checkpoint_ts: int, commit: bool = True
 ) -> list[dict[str, Any]]:
-    """What the pipeline does with one batch: group by route(), sort, write, close every writer, commit."""
+    """What the pipeline does with one batch: group by route(), sort, write, close every writer, commit.
+
+    ``commit=False`` is a batch whose driver died before committing (it will be re-sent).
+    """
     from sparkcdc.sink.base import WriterContext
 
     groups: dict[int, list[tuple[Any, Any]]] = {}
@@ -107,5 +110,6 @@ def run_batch(
         for row, table in sorted(rows, key=lambda rt: (rt[0].commit_ts, rt[0].seq)):
             w.write(row, table)
         messages.append(w.close())
-    sink.commit(batch_id, messages, checkpoint_ts)
+    if commit:
+        sink.commit(batch_id, messages, checkpoint_ts)
     return messages

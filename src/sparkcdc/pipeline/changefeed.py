@@ -84,21 +84,35 @@ def resolve_start(up: UpstreamConfig, checkpoint_dir: str, start_ts: int | None)
     return start
 
 
-def bootstrap_history(up: UpstreamConfig, history_path: str, start: Offset, spec: ChangefeedSpec) -> None:
-    """Load the upstream's current tables into an empty schema history."""
+def bootstrap_history(up: UpstreamConfig, history_path: str, start: Offset) -> int:
+    """Load the upstream's current tables into an empty schema history; return the bootstrap ts.
+
+    The shapes are the upstream's *current* ones, valid from ``start`` on. When the
+    changefeed starts in the past, DDLs between ``start`` and the bootstrap ts are
+    already reflected in them; the planner passes those statements on without
+    re-applying them, and rows written before them are decoded with their binlog
+    table map (which always describes the rows exactly).
+    """
     from sparkcdc.capture.catalog import SchemaCatalog
     from sparkcdc.capture.schema_history import FileSchemaHistoryStore, SchemaHistory
+    from sparkcdc.capture.start import head_offset
 
+    marker = history_path + ".bootstrap.json"
     store = FileSchemaHistoryStore(history_path)
+    if store.load() and os.path.exists(marker):
+        with open(marker) as f:
+            return int(json.load(f)["ts"])
     history = SchemaHistory.open(store)
-    if store.load():
-        return
     conn = up.connect()
     try:
+        head = head_offset(up)
         catalog = SchemaCatalog.load_from_upstream(conn, None, start.ts)
     finally:
         conn.close()
     history.bootstrap(catalog, start.ts)
+    with open(marker, "w") as f:
+        json.dump({"ts": head.ts}, f)
+    return head.ts
 
 
 class RunningChangefeed:
@@ -306,7 +320,7 @@ def start_changefeed(
     os.makedirs(spec.checkpoint_dir, exist_ok=True)
     start = resolve_start(up, spec.checkpoint_dir, spec.start_ts)
     history_path = _state_path(spec.checkpoint_dir, "schema_history.jsonl")
-    bootstrap_history(up, history_path, start, spec)
+    bootstrap_ts = bootstrap_history(up, history_path, start)
     cfg = spec.config
     src = SourceSpec(
         changefeed_id=spec.changefeed_id,
@@ -319,6 +333,7 @@ def start_changefeed(
         time_zone=cfg.time_zone,
         max_batch_bytes=spec.max_batch_bytes,
         parallelism=max(1, int(spark.sparkContext.defaultParallelism)),
+        bootstrap_ts=bootstrap_ts,
     )
     running = RunningChangefeed(spec, sink, up, start, on_progress)
     writer = BatchWriter(sink, _spark_checkpoint(spec), history_path, spec.changefeed_id, running.on_commit)

@@ -37,6 +37,9 @@ class SourceSpec:
     max_batch_bytes: int = 64 << 20
     split_bytes: int = 4 << 20
     parallelism: int = 2
+    bootstrap_ts: int = 0
+    """The schema history was loaded from the upstream's current tables at this ts; DDLs at or before it
+    are already reflected in it (a changefeed started from a past position catches up to it)."""
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-able dict."""
@@ -158,9 +161,22 @@ class Planner:
         return plan
 
     def _ddl_batch(self, start: Offset, txn: TxnInfo, cat: Any) -> BatchPlan:
+        from sparkcdc.errors import SchemaError
+
         events: list[DDLEvent] = []
         for schema, query in txn.queries:
-            events.extend(cat.apply_ddl(query, schema or None, txn.ts))
+            try:
+                events.extend(cat.apply_ddl(query, schema or None, txn.ts))
+            except SchemaError:
+                if txn.ts > self.spec.bootstrap_ts:
+                    raise
+                # Already reflected in the bootstrap shapes: pass the statement on; later rows of
+                # the table get this DDL's version.
+                caught = catch_up_events(cat, query, schema or None, txn.ts)
+                for e in caught:
+                    if e.table_info is not None:
+                        cat.put(e.table_info)
+                events.extend(caught)
         for ev in events:
             self.history.record(ev)
         visible = [
@@ -204,3 +220,44 @@ class Planner:
         if not txns:
             return BatchPlan(start, end)
         return self._dml_batch(start, txns, cat)
+
+
+def catch_up_events(cat: Any, query: str, default_schema: str | None, ts: int) -> list[DDLEvent]:
+    """DDLEvents for a statement older than the bootstrap shapes, which already include its effect."""
+    from sparkcdc.capture import ddl as D
+    from sparkcdc.model import DDLType
+
+    stmt = D.parse_statement(query)
+    out: list[DDLEvent] = []
+
+    def ev(kind: DDLType, schema: str, table: str, **kw: Any) -> None:
+        info = cat.get(schema, table) if table else None
+        out.append(
+            DDLEvent(query, schema, table, kind, ts, ts, info.with_version(ts) if info else None, **kw)
+        )
+
+    if isinstance(stmt, D.CreateDatabase):
+        ev(DDLType.CREATE_SCHEMA, stmt.name, "")
+    elif isinstance(stmt, D.DropDatabase):
+        ev(DDLType.DROP_SCHEMA, stmt.name, "")
+    elif isinstance(stmt, D.CreateTable):
+        ev(DDLType.CREATE_TABLE, *stmt.name.resolve(default_schema, query))
+    elif isinstance(stmt, D.DropTable):
+        for n in stmt.names:
+            s, t = n.resolve(default_schema, query)
+            out.append(DDLEvent(query, s, t, DDLType.DROP_TABLE, ts, ts, None))
+    elif isinstance(stmt, D.TruncateTable):
+        ev(DDLType.TRUNCATE_TABLE, *stmt.name.resolve(default_schema, query))
+    elif isinstance(stmt, D.RenameTable):
+        for old, new in stmt.pairs:
+            os_, ot = old.resolve(default_schema, query)
+            ev(DDLType.RENAME_TABLE, *new.resolve(default_schema, query), old_schema=os_, old_table=ot)
+    elif isinstance(stmt, D.AlterTable):
+        ev(DDLType.ALTER_TABLE, *stmt.name.resolve(default_schema, query))
+    elif isinstance(stmt, D.CreateIndex):
+        ev(DDLType.ADD_INDEX, *stmt.table.resolve(default_schema, query))
+    elif isinstance(stmt, D.DropIndex):
+        ev(DDLType.DROP_INDEX, *stmt.table.resolve(default_schema, query))
+    else:
+        out.append(DDLEvent(query, default_schema or "", "", DDLType.OTHER, ts, ts, None))
+    return out

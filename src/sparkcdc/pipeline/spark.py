@@ -22,6 +22,7 @@ def get_spark(
     builder = builder.master(master)
     defaults = {
         "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
         "spark.sql.shuffle.partitions": "4",
         "spark.python.worker.reuse": "true",
         "spark.sql.streaming.stopTimeout": "60s",

@@ -189,7 +189,9 @@ class BatchWriter:
                         F.crc32(F.encode(F.concat(F.col("schema"), F.col("table")), "UTF-8")), F.lit(n)
                     ).cast("int"),
                 )
-            shaped = routed.repartition(n, "route").sortWithinPartitions("commit_ts", "seq")
+            # Several route groups may share a Spark task: the writer function keeps one writer per group.
+            tasks = min(n, max(1, int(df.sparkSession.sparkContext.defaultParallelism)))
+            shaped = routed.repartition(tasks, "route").sortWithinPartitions("commit_ts", "seq")
         out = shaped.mapInArrow(make_writer(sink, tables, self.changefeed_id, batch_id), "msg string")
         messages = [json.loads(r.msg) for r in out.collect()]
         rows = sum(m["rows"] for m in messages)

@@ -12,6 +12,7 @@ case-sensitive, columns and indexes are not.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -73,6 +74,8 @@ class IndexFlags:
     partial: bool = False
     long_hash: bool = False
     fulltext: bool = False
+    generated: bool = False
+    """Created by the server for a FOREIGN KEY; dropped when another index covers it."""
 
 
 @dataclass(slots=True)
@@ -137,7 +140,16 @@ class _Work:
         for ix in info.indexes:
             f = meta.index_flags.get(ix.name.lower(), IndexFlags())
             w.indexes.append(
-                _Idx(ix.name, list(ix.columns), ix.unique, ix.primary, f.partial, f.long_hash, f.fulltext)
+                _Idx(
+                    ix.name,
+                    list(ix.columns),
+                    ix.unique,
+                    ix.primary,
+                    f.partial,
+                    f.long_hash,
+                    f.fulltext,
+                    generated_fk=f.generated,
+                )
             )
         return w
 
@@ -221,6 +233,13 @@ class _Work:
             if idef.if_not_exists:
                 return
             raise self.fail(f"index {idef.name!r} already exists", query)
+        # a generated FK index this one covers goes first, so its name is free again
+        lc = [c.lower() for c in cols]
+        self.indexes = [
+            ix
+            for ix in self.indexes
+            if not (ix.generated_fk and [c.lower() for c in ix.columns] == lc[: len(ix.columns)])
+        ]
         name = idef.name if idef.name is not None else self.unique_index_name(cols[0])
         unique = idef.kind == "unique"
         long_hash = unique and (idef.using_hash or text_no_prefix or nbytes > MAX_KEY_BYTES)
@@ -235,22 +254,37 @@ class _Work:
         del self.indexes[p]
 
     def settle_foreign_key_indexes(self) -> None:
-        """Drop FK-generated indexes another index already covers (as MariaDB does)."""
+        """Drop FK-generated indexes another index covers (as MariaDB does, in CREATE and ALTER)."""
         keep: list[_Idx] = []
         for ix in self.indexes:
             if ix.generated_fk:
                 lc = [c.lower() for c in ix.columns]
                 covered = any(
                     other is not ix
+                    and other in self.indexes
                     and not (other.generated_fk and len(other.columns) <= len(ix.columns))
                     and [c.lower() for c in other.columns[: len(lc)]] == lc
                     for other in self.indexes
                 )
                 if covered:
                     continue
-                ix.generated_fk = False
             keep.append(ix)
         self.indexes = keep
+
+    def adopt_foreign_key_index(self, idef: IndexDef) -> bool:
+        """For a FOREIGN KEY next to an index that looks generated for it (SHOW CREATE TABLE prints
+        generated indexes as plain KEYs named after the constraint or the first column), mark that
+        index generated instead of adding another."""
+        lc = [c.lower() for c, _ in idef.parts]
+        first = lc[0]
+        for ix in self.indexes:
+            if ix.generated_fk or ix.unique or ix.fulltext or [c.lower() for c in ix.columns] != lc:
+                continue
+            n = ix.name.lower()
+            if n == (idef.name or "").lower() or n == first or re.fullmatch(re.escape(first) + r"_\d+", n):
+                ix.generated_fk = True
+                return True
+        return False
 
     def finish(self, version: int) -> tuple[TableInfo, TableMeta]:
         """Enforce PK NOT NULL, order indexes as MariaDB does, and freeze."""
@@ -289,9 +323,9 @@ class _Work:
             partitioned=self.partitioned,
         )
         flags = {
-            ix.name.lower(): IndexFlags(ix.partial, ix.long_hash, ix.fulltext)
+            ix.name.lower(): IndexFlags(ix.partial, ix.long_hash, ix.fulltext, ix.generated_fk)
             for ix in ordered
-            if ix.partial or ix.long_hash or ix.fulltext
+            if ix.partial or ix.long_hash or ix.fulltext or ix.generated_fk
         }
         return info, TableMeta(self.collation, flags)
 
@@ -330,12 +364,16 @@ def build_table(
     for item in stmt.items:
         if isinstance(item, ColumnDef):
             w.columns.append(build_column(item, (cs, co)))
+    foreign: list[tuple[IndexDef, _Idx]] = []
     for item in stmt.items:
-        if isinstance(item, ColumnDef):
-            for idef in _inline_indexes(item):
-                w.add_index(idef, query)
-        else:
-            w.add_index(item, query)
+        for idef in _inline_indexes(item) if isinstance(item, ColumnDef) else [item]:
+            w.add_index(idef, query)
+            if idef.kind == "foreign":
+                foreign.append((idef, w.indexes[-1]))
+    # SHOW CREATE TABLE prints generated FK indexes as plain keys: recognise them
+    for idef, generated in foreign:
+        if w.adopt_foreign_key_index(idef):
+            w.indexes.remove(generated)
     return w.finish(version)
 
 
@@ -764,6 +802,14 @@ class _Apply:
         w = _Work.of(cur, meta)
         new_name: tuple[str, str] | None = None
         for spec in st.specs:
+            # table charset options hold for every column the statement adds, wherever they are written
+            if spec.action == "options" and spec.options is not None:
+                o = spec.options
+                if o.charset is not None or o.collation is not None:
+                    resolved = resolve_charset(o.charset, o.collation, None)
+                    assert resolved is not None
+                    w.charset, w.collation = resolved
+        for spec in st.specs:
             if spec.action == "rename_table":
                 assert spec.table is not None
                 new_name = self.resolve(spec.table)
@@ -882,13 +928,8 @@ class _Apply:
             self.convert(w, resolved)
         elif a == "options":
             assert spec.options is not None
-            o = spec.options
-            if o.charset is not None or o.collation is not None:
-                resolved = resolve_charset(o.charset, o.collation, None)
-                assert resolved is not None
-                w.charset, w.collation = resolved
-            if o.partitioned is not None:
-                w.partitioned = o.partitioned
+            if spec.options.partitioned is not None:
+                w.partitioned = spec.options.partitioned
         elif a in ("partition", "noop", "algorithm", "drop_foreign_key"):
             pass
         else:

@@ -908,6 +908,8 @@ class _Parser:
             if t.kind == "op" and t.value == "(":
                 depth += 1
             elif t.kind == "op" and t.value == ")":
+                if depth == 0:
+                    return  # the end of the enclosing list
                 depth -= 1
             elif t.kind == "op" and t.value == "," and depth == 0:
                 return

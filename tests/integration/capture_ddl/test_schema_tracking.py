@@ -182,6 +182,69 @@ def _statements(d: str, d2: str) -> list[tuple[str, str | None, list[tuple[DDLTy
         ),
         ("DROP TABLE IF EXISTS nope, only_uk", d, [(DDLType.DROP_TABLE, d, "only_uk")]),
         ("CREATE TABLE only_uk (z bigint NOT NULL, UNIQUE (z))", d, [(DDLType.CREATE_TABLE, d, "only_uk")]),
+        # foreign keys: the server creates an index for each and drops it when another index covers it
+        (
+            "CREATE TABLE fk_parent (id int PRIMARY KEY, code varchar(10) NOT NULL, UNIQUE KEY (code))",
+            d,
+            None,
+        ),
+        (
+            "CREATE TABLE fk_child (id int, pid int, code varchar(10) NOT NULL, y int REFERENCES fk_parent (id), "
+            "CONSTRAINT fk_p FOREIGN KEY (pid) REFERENCES fk_parent (id) ON DELETE CASCADE, "
+            "FOREIGN KEY (code) REFERENCES fk_parent (code), KEY (pid, id), CONSTRAINT cc CHECK (pid > 0))",
+            d,
+            [(DDLType.CREATE_TABLE, d, "fk_child")],
+        ),
+        (
+            "ALTER TABLE fk_child ADD COLUMN pid2 int, ADD CONSTRAINT fk2 FOREIGN KEY (pid2) REFERENCES fk_parent (id)",
+            d,
+            None,
+        ),
+        (
+            "ALTER TABLE fk_child ADD FOREIGN KEY (id) REFERENCES fk_parent (id)",
+            d,
+            [(DDLType.ADD_INDEX, d, "fk_child")],
+        ),
+        ("ALTER TABLE fk_child DROP FOREIGN KEY fk2", d, [(DDLType.DROP_INDEX, d, "fk_child")]),
+        ("ALTER TABLE fk_child ADD PRIMARY KEY (id)", d, None),
+        ("ALTER TABLE fk_child ADD KEY (pid2, id), ADD INDEX (y, code)", d, None),
+        ("ALTER TABLE fk_child ADD CONSTRAINT chk CHECK (id > 0)", d, [(A, d, "fk_child")]),
+        ("ALTER TABLE fk_child DROP CONSTRAINT chk", d, [(A, d, "fk_child")]),
+        # charsets given as aliases, and table options in the same ALTER as new columns
+        (
+            "CREATE TABLE cs (a varchar(10) CHARSET utf8, b varchar(10) COLLATE utf8_bin, "
+            "c enum('x','y') CHARSET latin1 DEFAULT 'y', e char(3) ASCII) CHARACTER SET = utf8 COLLATE = utf8_unicode_ci",
+            d,
+            None,
+        ),
+        ("ALTER TABLE cs ADD COLUMN g text, CHARACTER SET = latin1", d, None),
+        ("ALTER TABLE cs MODIFY a varchar(10) CHARACTER SET utf8 COLLATE utf8_bin", d, None),
+        # defaults the server rewrites
+        (
+            "CREATE TABLE dflt (a char(36) DEFAULT (uuid()), b int DEFAULT (1 + 1), c datetime DEFAULT CURRENT_TIMESTAMP, "
+            "d timestamp(2) NULL DEFAULT CURRENT_TIMESTAMP(2), e varchar(20) DEFAULT (concat('a', 'b')), f int DEFAULT (-5), "
+            "g bigint DEFAULT 0x10, h varchar(4) DEFAULT x'4142', i time DEFAULT 123456, j datetime DEFAULT 20200102030405, "
+            "k date DEFAULT 20200102, l year DEFAULT '05', n double DEFAULT (1.5), o tinyint DEFAULT -128, "
+            "p decimal(5,2) DEFAULT 123.456, q float DEFAULT 1e-20, r varchar(3) DEFAULT 1.5, s double DEFAULT 1e16, "
+            "t float DEFAULT 16777217, u set('a','b','c') DEFAULT 'c,a,c', v enum('x','y') DEFAULT 'Y', w bit(4) DEFAULT 9)",
+            d,
+            None,
+        ),
+        # long unique keys (hash), prefix keys and NOT NULL changes reorder keys
+        (
+            "CREATE TABLE uniq (a text, b varchar(2000), c blob, d varchar(10), "
+            "UNIQUE (a), UNIQUE (b), UNIQUE KEY (c(10)), UNIQUE (d DESC))",
+            d,
+            None,
+        ),
+        ("ALTER TABLE uniq ADD UNIQUE KEY ua (a(20)), MODIFY d varchar(10) NOT NULL", d, None),
+        # names: tables are case-sensitive, columns and indexes are not
+        ("CREATE TABLE CaseT (A int, Bb int)", d, [(DDLType.CREATE_TABLE, d, "CaseT")]),
+        ("CREATE TABLE caset (x int)", d, [(DDLType.CREATE_TABLE, d, "caset")]),
+        ("ALTER TABLE CaseT ADD INDEX (a), ADD INDEX IdxB (bb)", d, None),
+        ("ALTER TABLE CaseT CHANGE a Aa int", d, None),
+        ("ALTER TABLE CaseT DROP INDEX idxb, RENAME INDEX A TO a2", d, None),
+        ("ALTER TABLE CaseT ADD INDEX IF NOT EXISTS a2 (bb), DROP INDEX IF EXISTS nope", d, None),
         # partitions
         ("CREATE TABLE parts (a int NOT NULL, b int) PARTITION BY HASH (a) PARTITIONS 2", d, None),
         ("ALTER TABLE parts COALESCE PARTITION 1", d, [(A, d, "parts")]),

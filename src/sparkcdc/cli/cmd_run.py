@@ -97,25 +97,33 @@ def run(args: argparse.Namespace) -> int:
         print(("\r" + line + "\x1b[K") if tty else line, file=sys.stderr, end="" if tty else "\n", flush=True)
 
     spark = get_spark(args.master)
-    running = start_changefeed(spark, spec, show)  # type: ignore[arg-type]
-    print(f"changefeed {spec.changefeed_id} started; data dir {spec.checkpoint_dir}", file=sys.stderr)  # type: ignore[attr-defined]
-    try:
-        while True:
-            if running.wait(timeout=1.0):
-                p = running.progress()
-                print(
-                    f"\nchangefeed {spec.changefeed_id} reached target-ts {args.target_ts} "  # type: ignore[attr-defined]
-                    f"(checkpoint-ts {p.checkpoint_ts}, {p.rows_total} rows)",
-                    file=sys.stderr,
-                )
-                return 0
-            if not running.is_active():
-                err = running.exception()
-                if err is not None:
-                    raise err
-                return 1
-    except KeyboardInterrupt:
-        print("\nstopping...", file=sys.stderr)
-        return 130
-    finally:
-        running.stop()
+    backoff = 1.0
+    while True:
+        running = start_changefeed(spark, spec, show)  # type: ignore[arg-type]
+        print(f"changefeed {spec.changefeed_id} started; data dir {spec.checkpoint_dir}", file=sys.stderr)  # type: ignore[attr-defined]
+        try:
+            while True:
+                if running.wait(timeout=1.0):
+                    p = running.progress()
+                    print(
+                        f"\nchangefeed {spec.changefeed_id} reached target-ts {args.target_ts} "  # type: ignore[attr-defined]
+                        f"(checkpoint-ts {p.checkpoint_ts}, {p.rows_total} rows)",
+                        file=sys.stderr,
+                    )
+                    return 0
+                if not running.is_active():
+                    break
+        except KeyboardInterrupt:
+            print("\nstopping...", file=sys.stderr)
+            return 130
+        finally:
+            running.stop()
+        err = running.exception()
+        if err is None:
+            return 1
+        if not err.transient:
+            raise err
+        # A passing fault (upstream restart, sink down): resume from the checkpoint after a pause.
+        print(f"\nwarning: [{err.code}] {err.message}; retrying in {backoff:.0f}s", file=sys.stderr)
+        time.sleep(backoff)
+        backoff = min(backoff * 2, 60.0)

@@ -10,7 +10,7 @@ import time
 import uuid
 
 from sparkcdc.config.replica import ReplicaConfig
-from sparkcdc.errors import ConfigError
+from sparkcdc.errors import ConfigError, SparkCdcError
 from sparkcdc.model.ts import physical_ms
 
 ID_RULE = re.compile(r"^[a-zA-Z0-9]+(\-[a-zA-Z0-9]+)*$")
@@ -99,7 +99,15 @@ def run(args: argparse.Namespace) -> int:
     spark = get_spark(args.master)
     backoff = 1.0
     while True:
-        running = start_changefeed(spark, spec, show)  # type: ignore[arg-type]
+        try:
+            running = start_changefeed(spark, spec, show)  # type: ignore[arg-type]
+        except SparkCdcError as exc:
+            if not exc.transient:
+                raise
+            print(f"warning: [{exc.code}] {exc.message}; retrying in {backoff:.0f}s", file=sys.stderr)
+            time.sleep(backoff)
+            backoff = min(backoff * 2, 60.0)
+            continue
         print(f"changefeed {spec.changefeed_id} started; data dir {spec.checkpoint_dir}", file=sys.stderr)  # type: ignore[attr-defined]
         try:
             while True:

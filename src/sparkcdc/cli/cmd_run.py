@@ -98,16 +98,18 @@ def run(args: argparse.Namespace) -> int:
 
     spark = get_spark(args.master)
     backoff = 1.0
+    started_once = False
     while True:
         try:
             running = start_changefeed(spark, spec, show)  # type: ignore[arg-type]
         except SparkCdcError as exc:
-            if not exc.transient:
-                raise
+            if not exc.transient or not started_once:
+                raise  # at the first start a fault is reported at once: nothing hangs on a bad setup
             print(f"warning: [{exc.code}] {exc.message}; retrying in {backoff:.0f}s", file=sys.stderr)
             time.sleep(backoff)
             backoff = min(backoff * 2, 60.0)
             continue
+        started_once = True
         print(f"changefeed {spec.changefeed_id} started; data dir {spec.checkpoint_dir}", file=sys.stderr)  # type: ignore[attr-defined]
         try:
             while True:

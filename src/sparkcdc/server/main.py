@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import socket
 import tempfile
 import uuid
@@ -93,6 +94,15 @@ def run_server(opts: ServerOptions, runner: ChangefeedRunner | None = None) -> i
         opts.spark_master,
         "on" if opts.auth_token else "off",
     )
+    stop_signals: list[int] = []
+
+    def note_signal(sig: int, _frame: object) -> None:
+        # uvicorn handles SIGINT/SIGTERM while it serves, then re-raises them: they land
+        # here instead of killing the process before the changefeeds are released.
+        stop_signals.append(sig)
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, note_signal)
     scheduler.start()
     try:
         server.run()

@@ -65,7 +65,7 @@ class ServerProc:
 
     def start(self, timeout: float = 60) -> ServerProc:
         """Start and wait until /health answers."""
-        log = open(self.log_path, "ab")  # noqa: SIM115 - the child owns it until stop()
+        log = open(self.log_path, "ab")  # the child keeps its own copy
         self.proc = subprocess.Popen(
             self.args, stdout=log, stderr=subprocess.STDOUT, env=_env(), cwd=self.workdir
         )

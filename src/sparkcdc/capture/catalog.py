@@ -91,7 +91,7 @@ class TableMeta:
         return {
             "collation": self.collation,
             "index_flags": {
-                k: [f.partial, f.long_hash, f.fulltext]
+                k: [f.partial, f.long_hash, f.fulltext, f.generated]
                 for k, f in self.index_flags.items()
                 if f != IndexFlags()
             },

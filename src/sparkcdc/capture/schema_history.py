@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import bisect
 import os
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -162,6 +163,8 @@ class SchemaHistory:
         self._keys: set[tuple[Any, ...]] = set()
         self._events: dict[tuple[int, str], list[DDLEvent]] = {}
         self._bootstraps: list[int] = []
+        # catalogs this history handed out or was given: record() finds an event's TableMeta there
+        self._catalogs: list[weakref.ref[SchemaCatalog]] = []
 
     # -- opening -----------------------------------------------------------------------------
     @classmethod
@@ -180,6 +183,7 @@ class SchemaHistory:
     # -- recording ---------------------------------------------------------------------------
     def bootstrap(self, catalog: SchemaCatalog, version: int) -> None:
         """Record every table of a catalog as in force from ``version`` on."""
+        self._remember(catalog)
         if version in self._bootstraps:
             return
         entry = {"format": ENTRY_FORMAT, "kind": "bootstrap", "ts": version, "catalog": catalog.to_dict()}
@@ -189,8 +193,12 @@ class SchemaHistory:
     def record(self, ev: DDLEvent, meta: TableMeta | None = None) -> bool:
         """Record one DDLEvent (``meta``: the catalog's TableMeta for the new shape, if known).
 
-        Returns False when the same DDL (commit_ts, query, table) was already recorded.
+        Without ``meta`` it is taken from the catalog the event came from, when that catalog was
+        handed out by ``catalog_at`` or given to ``bootstrap``/``apply``. Returns False when the
+        same DDL (commit_ts, query, table) was already recorded.
         """
+        if meta is None and ev.table_info is not None:
+            meta = self._meta_of(ev)
         entry = self._entry_for(ev, meta)
         if entry is None:
             return False
@@ -206,6 +214,7 @@ class SchemaHistory:
         A statement at or before the catalog's ``applied_ts`` was applied before (a re-scan
         after a restart): the catalog is left alone and the recorded events are returned.
         """
+        self._remember(catalog)
         if commit_ts <= catalog.applied_ts:
             return list(self._events.get((commit_ts, query), []))
         events = catalog.apply_ddl(query, default_schema, commit_ts)
@@ -218,6 +227,18 @@ class SchemaHistory:
                 entries.append(entry)
         self._store.append(entries)
         return events
+
+    def _remember(self, catalog: SchemaCatalog) -> None:
+        self._catalogs = [r for r in self._catalogs if r() is not None and r() is not catalog]
+        self._catalogs.append(weakref.ref(catalog))
+
+    def _meta_of(self, ev: DDLEvent) -> TableMeta | None:
+        for ref in reversed(self._catalogs):
+            cat = ref()
+            # the very TableInfo object the catalog produced for this event
+            if cat is not None and cat.get(ev.schema, ev.table) is ev.table_info:
+                return cat.meta(ev.schema, ev.table)
+        return None
 
     def _entry_for(self, ev: DDLEvent, meta: TableMeta | None) -> dict[str, Any] | None:
         if _ddl_key(ev) in self._keys:
@@ -373,4 +394,5 @@ class SchemaHistory:
             if v is not None and v.info is not None:
                 cat.put(v.info, v.meta)
         cat.applied_ts = ts
+        self._remember(cat)
         return cat

@@ -187,3 +187,23 @@ def test_a_second_bootstrap_replaces_the_table_set() -> None:
     h.bootstrap(other, 1000)
     assert h.at("db", "t", 999) is not None and h.at("db", "t", 1000) is None
     assert h.at("db", "fresh", 1000).column_names == ("q",)  # type: ignore[union-attr]
+
+
+def test_record_finds_the_table_meta_in_a_catalog_it_handed_out() -> None:
+    h, _ = _history()
+    cat = h.catalog_at(100)
+    evs = cat.apply_ddl("CREATE TABLE bin_t (a varchar(3)) CHARSET utf8mb4 COLLATE utf8mb4_bin", "db", 200)
+    evs += cat.apply_ddl("CREATE TABLE fk_t (a int, FOREIGN KEY (a) REFERENCES t (id))", "db", 210)
+    for ev in evs:
+        h.record(ev)  # no meta given, as a planner that applies DDL itself does
+    rebuilt = h.catalog_at(210)
+    assert rebuilt == cat
+    # so later DDL applies the same way on the rebuilt catalog: the table collation and the
+    # FK-generated index (dropped once another index covers it) survive
+    later = ["ALTER TABLE bin_t ADD COLUMN b char(1)", "ALTER TABLE fk_t ADD COLUMN b int, ADD KEY (a, b)"]
+    for i, sql in enumerate(later):
+        cat.apply_ddl(sql, "db", 300 + i)
+        rebuilt.apply_ddl(sql, "db", 300 + i)
+    assert rebuilt == cat
+    assert rebuilt.get("db", "bin_t").column("b").collation == "utf8mb4_bin"  # type: ignore[union-attr]
+    assert [i.name for i in rebuilt.get("db", "fk_t").indexes] == ["a"]  # type: ignore[union-attr]

@@ -11,12 +11,13 @@ from collections.abc import Callable
 
 import pytest
 
-from sparkcdc.capture.offset import Offset
+from sparkcdc.capture.offset import Offset, file_seq
 from sparkcdc.capture.reader import RowReader
 from sparkcdc.capture.start import head_offset, offset_for_position, offset_for_ts, query_tso
 from sparkcdc.capture.upstream import UpstreamConfig
 from sparkcdc.model import RowChange
 from sparkcdc.model.ts import physical_ms
+from sparkcdc.services.common import wait_until
 from sparkcdc.services.mariadb import LocalMariaDB
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
@@ -134,6 +135,10 @@ def test_commit_ts_across_a_binlog_rotation(mariadb: LocalMariaDB, fresh_db: str
     for i in range(1, 6):
         mariadb.execute(f"INSERT INTO `{fresh_db}`.t VALUES ({i}, {i})")
     old_file = head_offset(up).file
+    # This test is about an ordinary rotation: the old file must have been created in an earlier
+    # second (two files created in one second are the next test's case).
+    created_s = physical_ms(offset_for_position(up, old_file, 4).ts) // 1000
+    wait_until(lambda: time.time() >= created_s + 1, timeout=5, what="a second after the file was created")
     mariadb.execute("FLUSH BINARY LOGS")
     new_file = head_offset(up).file
     assert new_file != old_file
@@ -181,6 +186,45 @@ def test_commit_ts_increases_across_two_rotations_in_one_second(mariadb: LocalMa
         conn.close()
     rows, _ = _read(up, start, head_offset(up), fresh_db)
     rows = [r for r in rows if _txn_of(r) > n[0] - 6]  # the burst that fit in one second
+    tss = [r.commit_ts for r in rows]
+    assert len(tss) == 6
+    assert all(a < b for a, b in itertools.pairwise(tss)), (
+        f"commit_ts repeats or decreases when two binlog files start in the same second: {tss}"
+    )
+
+
+def test_commit_ts_increases_across_two_rotations_in_one_second_at_any_file_number(
+    mariadb: LocalMariaDB, fresh_db: str
+) -> None:
+    """The same, with the second rotation's file number at a multiple of 32 (mysql-bin.000032, ...)."""
+    up = _up(mariadb)
+    mariadb.execute(f"CREATE TABLE `{fresh_db}`.t (id INT PRIMARY KEY, txn INT)")
+    for _ in range(40):
+        if file_seq(head_offset(up).file) % 32 == 30:
+            break
+        mariadb.execute("FLUSH BINARY LOGS")
+    assert file_seq(head_offset(up).file) % 32 == 30
+    start = head_offset(up)
+    conn = mariadb.connect(fresh_db)
+    n = [0]
+
+    def burst() -> None:
+        with conn.cursor() as cur:
+            cur.execute("FLUSH BINARY LOGS")  # file number 31 (mod 32)
+            for _ in range(3):
+                n[0] += 1
+                cur.execute(f"INSERT INTO t VALUES ({n[0]}, {n[0]})")
+            cur.execute("FLUSH BINARY LOGS")  # file number 0 (mod 32)
+            for _ in range(3):
+                n[0] += 1
+                cur.execute(f"INSERT INTO t VALUES ({n[0]}, {n[0]})")
+
+    try:
+        _same_second(burst, attempts=1)
+    finally:
+        conn.close()
+    rows, _ = _read(up, start, head_offset(up), fresh_db)
+    assert {file_seq(r.position.file) % 32 for r in rows if r.position} == {31, 0}
     tss = [r.commit_ts for r in rows]
     assert len(tss) == 6
     assert all(a < b for a, b in itertools.pairwise(tss)), (

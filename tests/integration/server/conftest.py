@@ -66,8 +66,14 @@ class ServerProc:
     def start(self, timeout: float = 60) -> ServerProc:
         """Start and wait until /health answers."""
         log = open(self.log_path, "ab")  # the child keeps its own copy
+        # Its own process group, so kill9() takes the Spark JVM down with it like a dead host.
         self.proc = subprocess.Popen(
-            self.args, stdout=log, stderr=subprocess.STDOUT, env=_env(), cwd=self.workdir
+            self.args,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=_env(),
+            cwd=self.workdir,
+            start_new_session=True,
         )
         log.close()
 
@@ -115,19 +121,22 @@ class ServerProc:
             try:
                 self.proc.wait(timeout)
             except subprocess.TimeoutExpired:
-                self.proc.kill()
+                os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait(30)
         rc = self.proc.returncode
+        try:  # anything the server left behind in its group (a Spark JVM that outlived it)
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
         self.proc = None
         return rc
 
     def kill9(self) -> None:
-        """kill -9 the server process (no release, no cleanup)."""
+        """kill -9 the server's process group (server and Spark JVM; no release, no cleanup)."""
         if self.proc is not None:
-            self.proc.kill()
+            os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait(30)
             self.proc = None
-        # its Spark JVM child dies with it: py4j's gateway exits when the parent's pipe closes
 
 
 def status_of(server: ServerProc, cf_id: str) -> dict[str, Any]:

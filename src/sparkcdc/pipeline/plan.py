@@ -166,7 +166,7 @@ class Planner:
         events: list[DDLEvent] = []
         for schema, query in txn.queries:
             try:
-                events.extend(cat.apply_ddl(query, schema or None, txn.ts))
+                events.extend(self.history.apply(cat, query, schema or None, txn.ts))
             except SchemaError:
                 if txn.ts > self.spec.bootstrap_ts:
                     raise
@@ -176,9 +176,8 @@ class Planner:
                 for e in caught:
                     if e.table_info is not None:
                         cat.put(e.table_info)
+                    self.history.record(e)
                 events.extend(caught)
-        for ev in events:
-            self.history.record(ev)
         visible = [
             e
             for e in events

@@ -309,7 +309,8 @@ class _Gen:
             n = m[1]
             el = self.const(f"S{i}", tuple(tm.set_values.get(i, ())))
             return [f"{v} = decode_set(from_bytes(buf[p:p+{n}], 'little'), {el})", f"p += {n}"]
-        codec = charset_codec(tm.charsets[i]) if tm.charsets[i] is not None else "binary"
+        cs = tm.charsets[i]
+        codec = charset_codec(cs) if cs is not None else "binary"
         if t in (tmod.T_VARCHAR, tmod.T_VAR_STRING, tmod.T_STRING):
             maxlen = m[1] if isinstance(m, tuple) else int(m)
             if maxlen > 255:

@@ -351,7 +351,7 @@ def table_info_from_map(tm: TableMap, version: int = 0) -> TableInfo:
                 **kw,  # type: ignore[arg-type]
             )
         )
-    idx = ()
+    idx: tuple[IndexInfo, ...] = ()
     if tm.primary_key:
         idx = (IndexInfo("PRIMARY", tuple(tm.names[k] for k in tm.primary_key), unique=True, primary=True),)
     return TableInfo(schema=tm.schema, table=tm.table, columns=tuple(cols), indexes=idx, version=version)

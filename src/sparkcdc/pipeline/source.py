@@ -76,7 +76,7 @@ class BinlogStreamReader(DataSourceStreamReader):  # type: ignore[misc]
             for seg in plan.segments
         ]
 
-    def read(self, partition: BinlogPartition) -> Iterator[Any]:
+    def read(self, partition: InputPartition) -> Iterator[Any]:
         """Executor: decode the segment's rows into Arrow batches."""
         import pyarrow as pa
 
@@ -87,6 +87,7 @@ class BinlogStreamReader(DataSourceStreamReader):  # type: ignore[misc]
         from sparkcdc.model import TableInfo
         from sparkcdc.pipeline.serde import dump_images
 
+        assert isinstance(partition, BinlogPartition)
         infos = {}
         for key, d in partition.tables.items():
             s, t = key.split("\x00", 1)
@@ -121,10 +122,10 @@ class BinlogStreamReader(DataSourceStreamReader):  # type: ignore[misc]
             info = shapes.last.get((ev.schema, ev.table))
             if info is not None and info is not infos.get((ev.schema, ev.table)):
                 # Rows decoded with a shape the writers cannot look up carry it along.
-                key = id(info)
-                if key not in shape_blobs:
-                    shape_blobs[key] = pickle.dumps(info.to_dict())
-                shape = shape_blobs[key]
+                shape_id = id(info)
+                if shape_id not in shape_blobs:
+                    shape_blobs[shape_id] = pickle.dumps(info.to_dict())
+                shape = shape_blobs[shape_id]
             a_p.append(dump_images(ev.before, ev.after, shape))
             n += 1
             if n >= ARROW_BATCH_ROWS:

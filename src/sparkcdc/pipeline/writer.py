@@ -100,7 +100,7 @@ def make_writer(
         writers: dict[int, PartitionWriter] = {}
         counts: dict[int, int] = {}
         infos: dict[Any, TableInfo] = {}
-        ctx_tables = {}
+        ctx_tables: dict[tuple[str, str, int], TableInfo] = {}
         try:
             for rb in batches:
                 cols = rb.to_pydict()
@@ -197,3 +197,40 @@ class BatchWriter:
         rows = sum(m["rows"] for m in messages)
         sink.commit(batch_id, [m["sink"] for m in messages], end_off.ts)
         self.on_commit(BatchResult(batch_id, end_off.ts, end, rows, 0, time.monotonic() - t0))
+
+    def write_rows(self, df: Any, batch_id: int, checkpoint_ts: int) -> BatchResult:
+        """Write a DataFrame of rows (``SOURCE_SCHEMA``) as one batch committed at ``checkpoint_ts``.
+
+        For rows that do not come from a streaming batch (the initial snapshot): no DDL, the
+        shapes are the schema history's at ``checkpoint_ts``, and ``on_commit`` is not called.
+        """
+        from pyspark.sql import functions as F
+
+        t0 = time.monotonic()
+        history = self.history_cls.open(self.history_store)
+        catalog = history.catalog_at(checkpoint_ts)
+        tables = {(t.schema, t.table): t.to_dict() for t in catalog.tables()}
+        sink = self.sink
+        n = max(1, sink.num_writers)
+        if n == 1:
+            shaped = df.coalesce(1).sortWithinPartitions("commit_ts", "seq")
+        else:
+            if _has_custom_route(sink):
+                from pyspark.sql.types import IntegerType, StructField, StructType
+
+                schema = StructType([*df.schema.fields, StructField("route", IntegerType())])
+                routed = df.mapInArrow(make_router(sink, tables), schema)
+            else:
+                routed = df.withColumn(
+                    "route",
+                    F.pmod(
+                        F.crc32(F.encode(F.concat(F.col("schema"), F.col("table")), "UTF-8")), F.lit(n)
+                    ).cast("int"),
+                )
+            tasks = min(n, max(1, int(df.sparkSession.sparkContext.defaultParallelism)))
+            shaped = routed.repartition(tasks, "route").sortWithinPartitions("commit_ts", "seq")
+        out = shaped.mapInArrow(make_writer(sink, tables, self.changefeed_id, batch_id), "msg string")
+        messages = [json.loads(r.msg) for r in out.collect()]
+        rows = sum(m["rows"] for m in messages)
+        sink.commit(batch_id, [m["sink"] for m in messages], checkpoint_ts)
+        return BatchResult(batch_id, checkpoint_ts, {}, rows, 0, time.monotonic() - t0)

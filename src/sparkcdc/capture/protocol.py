@@ -17,6 +17,8 @@ import pymysql
 from sparkcdc.capture.upstream import (
     CR_SERVER_GONE,
     CR_SERVER_LOST,
+    ER_ACCESS_DENIED,
+    ER_SPECIFIC_ACCESS_DENIED,
     UpstreamConfig,
     new_server_id,
 )
@@ -193,6 +195,13 @@ class BinlogStream:
                     '([snapshot] mode = "initial")'
                 ) from exc
             raise UpstreamSetupError(f"the upstream refused to send its binlog: {msg}") from exc
+        if code in (ER_SPECIFIC_ACCESS_DENIED, ER_ACCESS_DENIED):
+            # A missing privilege is permanent: retrying the stream would loop forever.
+            raise UpstreamSetupError(
+                f"user {self.upstream.user!r} may not read the binlog of {self.upstream.host}:"
+                f"{self.upstream.port}: {msg}; run GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* "
+                f"TO {self.upstream.user!r}@'%'"
+            ) from exc
         if code in (CR_SERVER_LOST, CR_SERVER_GONE):
             raise UpstreamUnavailable(
                 f"lost the binlog connection to {self.upstream.host}:{self.upstream.port}: {msg}"

@@ -16,6 +16,7 @@ from sparkcdc.errors import ConfigError, UpstreamSetupError, UpstreamUnavailable
 
 # MariaDB error codes that mean "the credentials are wrong" vs "cannot reach it".
 ER_ACCESS_DENIED = 1045
+ER_SPECIFIC_ACCESS_DENIED = 1227
 CR_CONN_HOST_ERROR = 2003
 CR_UNKNOWN_HOST = 2005
 CR_SERVER_LOST = 2013
@@ -184,7 +185,16 @@ def _check_privileges(conn: pymysql.connections.Connection, up: UpstreamConfig) 
 
 def master_status(conn: pymysql.connections.Connection) -> tuple[str, int]:
     """The current end of the binlog (a transaction boundary)."""
-    row = query_one(conn, "SHOW MASTER STATUS")
+    try:
+        row = query_one(conn, "SHOW MASTER STATUS")
+    except pymysql.err.OperationalError as exc:
+        if exc.args and exc.args[0] == ER_SPECIFIC_ACCESS_DENIED:
+            user = getattr(conn, "user", "the CDC user")
+            raise UpstreamSetupError(
+                f"SHOW MASTER STATUS was refused: {exc.args[-1]}; run GRANT REPLICATION SLAVE, "
+                f"REPLICATION CLIENT ON *.* TO {user!r}@'%'"
+            ) from exc
+        raise
     if not row:
         raise UpstreamSetupError("SHOW MASTER STATUS returned nothing: binary logging is off upstream")
     return str(row[0]), int(row[1])

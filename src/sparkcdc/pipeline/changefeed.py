@@ -59,6 +59,12 @@ class Progress:
     lag_s: float
     batches: int = 0
     caught_up: bool = False
+    snapshot_phase: str = ""
+    """The initial snapshot: "" (none runs), reading, correcting, writing or done."""
+    snapshot_rows: int = 0
+    snapshot_ranges_done: int = 0
+    snapshot_ranges_total: int = 0
+    snapshot_eta_s: float | None = None
 
 
 def _state_path(checkpoint_dir: str, name: str) -> str:
@@ -337,6 +343,20 @@ def start_changefeed(
     )
     running = RunningChangefeed(spec, sink, up, start, on_progress)
     writer = BatchWriter(sink, _spark_checkpoint(spec), history_path, spec.changefeed_id, running.on_commit)
+    if cfg.snapshot.mode == "initial":
+        from sparkcdc.pipeline.snapshot import run_initial_snapshot, snapshot_progress
+
+        run_initial_snapshot(
+            spark,
+            changefeed_id=spec.changefeed_id,
+            upstream_uri=spec.upstream_uri,
+            checkpoint_dir=spec.checkpoint_dir,
+            history_path=history_path,
+            handover=start,
+            config=cfg,
+            writer=writer,
+            on_figures=snapshot_progress(running, on_progress),
+        )
     df = spark.readStream.format("sparkcdc_binlog").option("spec", json.dumps(src.to_json())).load()
     log.info(
         "starting changefeed %s: %s -> %s from %s",

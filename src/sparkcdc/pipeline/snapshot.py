@@ -1,0 +1,948 @@
+"""The initial snapshot as Spark work: ranges read in parallel, corrected to the handover point, written once.
+
+``run_initial_snapshot`` runs before the streaming query of a changefeed with
+``[snapshot] mode = "initial"``. With S = the changefeed's start offset (the
+handover point) it
+
+1. plans key ranges of every selected table (``capture.snapshot``) and records one
+   ``RangeState`` per range in a ``RangeStore`` (a JSON file per range in the
+   checkpoint dir, or the meta database's ``range_progress`` table);
+2. reads the ranges as Spark tasks, chunk by chunk, spooling each chunk as a parquet
+   file under ``<checkpoint>/snapshot/rows/<range id>/`` and recording progress after
+   each chunk (a crash resumes every range after its last finished chunk; a finished
+   range is never read again). A range that grows past ``split_factor`` times its
+   planned size hands its remaining key space to child ranges, which inherit its
+   progress and run in the next round;
+3. reads the binlog ``(S, H]`` (H = the head once every range finished) in executor
+   tasks and keeps, per touched key, the first event's before image;
+4. writes ``spool ⋈̸ corrections ∪ corrections' rows`` (op ``I``, commit_ts = S.ts)
+   through the sink with the changefeed's ``BatchWriter``, as one batch committed at
+   S.ts, and marks the snapshot done. The streaming query then starts from S.
+
+Everything the sink receives is the upstream state at S followed (by the stream) by
+every change after S: exact, whatever the concurrent write load.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import shutil
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import asdict, dataclass, field
+from typing import Any, Protocol
+
+from sparkcdc.capture.offset import Offset
+from sparkcdc.capture.upstream import UpstreamConfig
+from sparkcdc.errors import ConfigError, SchemaError
+from sparkcdc.model import TableInfo
+
+log = logging.getLogger(__name__)
+
+SNAPSHOT_BATCH_ID = -1
+"""The batch id the snapshot rows are written under (streaming batches count from 0)."""
+
+STAGE_SNAPSHOT = "snapshot"
+STAGE_DONE = "done"
+STAGE_SPLIT = "split"
+
+MAX_INITIAL_RANGES = (1 << 16) - 1
+
+
+# --------------------------------------------------------------------------- progress records
+
+
+@dataclass
+class RangeState:
+    """Progress of one key range (JSON-able; the seed design's per-range progress row)."""
+
+    range_id: int
+    schema: str
+    table: str
+    after: list[Any] | None
+    """Exclusive lower key bound (``capture.snapshot.encode_key`` form); None: from the first key."""
+    upto: list[Any] | None
+    """Inclusive upper key bound; None: to the last key."""
+    snapshot_version: int
+    """The handover ts S the range is snapshotted for."""
+    stage: str = STAGE_SNAPSHOT
+    last_key: list[Any] | None = None
+    """The last key copied (exclusive start of the next chunk); None: nothing copied yet."""
+    rows_copied: int = 0
+    files: list[str] = field(default_factory=list)
+    """Spooled chunk files (relative to the spool dir), in key order."""
+    estimated_rows: int = 0
+    parent: int | None = None
+    children: list[int] = field(default_factory=list)
+    read_position: dict[str, Any] | None = None
+    """Key-less tables: the binlog position of the consistent read."""
+    attempts: int = 0
+    """How many tasks started reading this range."""
+    started_at: float = 0.0
+    finished_at: float = 0.0
+
+    @property
+    def finished(self) -> bool:
+        """Done or handed over to children."""
+        return self.stage in (STAGE_DONE, STAGE_SPLIT)
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-able dict."""
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> RangeState:
+        """Inverse of ``to_json``."""
+        return cls(**d)
+
+
+class RangeStore(Protocol):
+    """Where range progress lives; must be picklable (executors save after each chunk)."""
+
+    def load_all(self) -> list[RangeState]:
+        """Every range of the changefeed's snapshot."""
+        ...
+
+    def save(self, st: RangeState) -> None:
+        """Insert or replace one range's progress durably."""
+        ...
+
+    def clear(self) -> None:
+        """Forget every range (a plan that never finished)."""
+        ...
+
+
+class FileRangeStore:
+    """One JSON file per range in a directory (``sparkcdc run``: the changefeed's checkpoint dir)."""
+
+    def __init__(self, directory: str) -> None:
+        self.directory = directory
+
+    def _path(self, range_id: int) -> str:
+        return os.path.join(self.directory, f"{range_id}.json")
+
+    def load_all(self) -> list[RangeState]:
+        """Every range, ordered by (schema, table, id)."""
+        if not os.path.isdir(self.directory):
+            return []
+        out = []
+        for name in os.listdir(self.directory):
+            if not name.endswith(".json"):
+                continue
+            with open(os.path.join(self.directory, name)) as f:
+                out.append(RangeState.from_json(json.load(f)))
+        return sorted(out, key=lambda s: (s.schema, s.table, s.range_id))
+
+    def save(self, st: RangeState) -> None:
+        """Atomic replace (write, fsync, rename)."""
+        os.makedirs(self.directory, exist_ok=True)
+        path = self._path(st.range_id)
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "w") as f:
+            json.dump(st.to_json(), f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+
+    def clear(self) -> None:
+        """Remove every range file."""
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+
+class MetaRangeStore:
+    """Range progress in the meta database's ``range_progress`` table (for the server).
+
+    Stage, snapshot version, last key, rows copied and parent map onto the table's
+    columns; the key bounds and the spool files ride in ``last_log_position``.
+    """
+
+    def __init__(self, meta_uri: str, changefeed_id: str, namespace: str = "default") -> None:
+        self.meta_uri = meta_uri
+        self.changefeed_id = changefeed_id
+        self.namespace = namespace
+        self._store: Any = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"meta_uri": self.meta_uri, "changefeed_id": self.changefeed_id, "namespace": self.namespace}
+
+    def __setstate__(self, d: dict[str, Any]) -> None:
+        self.__dict__.update(d)
+        self._store = None
+
+    def _meta(self) -> Any:
+        if self._store is None:
+            from sparkcdc.meta.store import MetaStore
+
+            self._store = MetaStore.open(self.meta_uri)
+        return self._store
+
+    def load_all(self) -> list[RangeState]:
+        """Every range of the changefeed."""
+        out = []
+        for p in self._meta().get_range_progress(self.changefeed_id, self.namespace):
+            extra = dict(p.last_log_position or {}).get("snapshot", {})
+            if not extra:
+                continue
+            out.append(
+                RangeState.from_json(
+                    {
+                        **extra,
+                        "range_id": p.range_id,
+                        "schema": p.schema,
+                        "table": p.table,
+                        "snapshot_version": p.snapshot_version or 0,
+                        "last_key": p.last_snapshot_key,
+                        "rows_copied": p.rows_copied,
+                        "parent": p.parent_range_id,
+                    }
+                )
+            )
+        return out
+
+    def save(self, st: RangeState) -> None:
+        """Insert or compare-and-swap update the range's row."""
+        from sparkcdc.meta.models import RangeProgress, RangeStage
+
+        meta = self._meta()
+        current = next(
+            (
+                p
+                for p in meta.get_range_progress(self.changefeed_id, self.namespace, st.schema, st.table)
+                if p.range_id == st.range_id
+            ),
+            None,
+        )
+        d = st.to_json()
+        extra = {
+            k: v
+            for k, v in d.items()
+            if k
+            not in ("range_id", "schema", "table", "snapshot_version", "last_key", "rows_copied", "parent")
+        }
+        meta.save_range_progress(
+            RangeProgress(
+                changefeed_id=self.changefeed_id,
+                schema=st.schema,
+                table=st.table,
+                range_id=st.range_id,
+                stage=RangeStage.SNAPSHOT if st.stage == STAGE_SNAPSHOT else RangeStage.LOG,
+                snapshot_version=st.snapshot_version,
+                last_snapshot_key=st.last_key,
+                last_log_position={"snapshot": extra},
+                rows_copied=st.rows_copied,
+                parent_range_id=st.parent,
+                namespace=self.namespace,
+                version=current.version if current is not None else 0,
+            )
+        )
+
+    def clear(self) -> None:
+        """Range rows are removed with the changefeed; a restarted plan overwrites them."""
+        for st in self.load_all():
+            st.stage = STAGE_SPLIT
+            st.children = []
+            st.files = []
+            self.save(st)
+
+
+# --------------------------------------------------------------------------- executor work
+
+
+@dataclass
+class SnapshotTaskSpec:
+    """What every snapshot task needs (picklable)."""
+
+    upstream_uri: str
+    time_zone: str
+    chunk_size: int
+    range_rows: dict[str, int]
+    """Planned rows per range of each table (``schema.table``)."""
+    split_factor: float
+    spool_dir: str
+    handover: dict[str, Any]
+    tables: dict[str, dict[str, Any]]
+    """``schema\\x00table`` → TableInfo dict (the shapes at S)."""
+    store: Any
+
+    def info(self, schema: str, table: str) -> TableInfo:
+        """The shape of a snapshotted table."""
+        return TableInfo.from_dict(self.tables[f"{schema}\x00{table}"])
+
+
+def _write_parquet(
+    path: str, schema: str, table: str, version: int, keys: list[str], payloads: list[bytes]
+) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    n = len(keys)
+    t = pa.Table.from_arrays(
+        [
+            pa.array([schema] * n, pa.string()),
+            pa.array([table] * n, pa.string()),
+            pa.array([version] * n, pa.int64()),
+            pa.array(keys, pa.string()),
+            pa.array(payloads, pa.binary()),
+        ],
+        names=["schema", "table", "table_version", "key", "payload"],
+    )
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = path + ".tmp"
+    pq.write_table(t, tmp, compression="snappy")
+    os.replace(tmp, path)
+
+
+def read_range(spec: SnapshotTaskSpec, st: RangeState) -> RangeState:
+    """Executor: copy one range chunk by chunk from its last finished chunk; return its final state."""
+    from sparkcdc.capture import snapshot as cs
+    from sparkcdc.pipeline.serde import dump_images
+
+    if st.finished:
+        return st
+    info = spec.info(st.schema, st.table)
+    up = UpstreamConfig.from_uri(spec.upstream_uri)
+    st.attempts += 1
+    st.started_at = st.started_at or time.time()
+    spec.store.save(st)
+    conn = up.connect(conv=cs.reader_conv())
+    try:
+        if not info.handle_key:
+            return _read_keyless(spec, st, info, up, conn)
+        conv = cs.RowConverter(info, spec.time_zone)
+        key_idx = info.handle_key_index
+        upto = cs.decode_key(st.upto)
+        after = cs.decode_key(st.last_key) if st.last_key is not None else cs.decode_key(st.after)
+        range_rows = spec.range_rows.get(f"{st.schema}.{st.table}", spec.chunk_size)
+        while True:
+            raw = cs.read_chunk(conn, info, after, upto, spec.chunk_size)
+            if raw:
+                keys: list[str] = []
+                payloads: list[bytes] = []
+                for r in raw:
+                    row = conv.convert(r)
+                    keys.append(cs.key_token(row[i] for i in key_idx))
+                    payloads.append(dump_images(None, row, None))
+                rel = f"{st.range_id}/{st.rows_copied + len(raw):012d}.parquet"
+                _write_parquet(
+                    os.path.join(spec.spool_dir, rel), st.schema, st.table, info.version, keys, payloads
+                )
+                after = tuple(raw[-1][i] for i in key_idx)
+                st.last_key = cs.encode_key(after)
+                st.rows_copied += len(raw)
+                st.files.append(rel)
+            if len(raw) < spec.chunk_size:
+                st.stage = STAGE_DONE
+                st.finished_at = time.time()
+                spec.store.save(st)
+                return st
+            if (
+                st.rows_copied >= spec.split_factor * max(range_rows, st.estimated_rows, 1)
+                and cs.range_depth(st.range_id) < cs.MAX_SPLIT_DEPTH
+            ):
+                children = cs.split_remaining(conn, info, st.range_id, after, upto, range_rows)
+                if len(children) > 1:
+                    for ch in children:
+                        spec.store.save(
+                            RangeState(
+                                range_id=ch.range_id,
+                                schema=st.schema,
+                                table=st.table,
+                                after=cs.encode_key(ch.after),
+                                upto=cs.encode_key(ch.upto),
+                                snapshot_version=st.snapshot_version,
+                                last_key=st.last_key if ch.after == after else None,
+                                estimated_rows=ch.estimated_rows,
+                                parent=st.range_id,
+                            )
+                        )
+                    st.stage = STAGE_SPLIT
+                    st.children = [c.range_id for c in children]
+                    st.finished_at = time.time()
+                    spec.store.save(st)
+                    log.info(
+                        "range %d of %s.%s grew past %d rows: handed its remaining keys to ranges %s",
+                        st.range_id,
+                        st.schema,
+                        st.table,
+                        st.rows_copied,
+                        st.children,
+                    )
+                    return st
+            spec.store.save(st)
+    finally:
+        conn.close()
+
+
+def _read_keyless(
+    spec: SnapshotTaskSpec, st: RangeState, info: TableInfo, up: UpstreamConfig, conn: Any
+) -> RangeState:
+    """One consistent read of a key-less table, undone back to S as a multiset (see ``undo_changes``)."""
+    from sparkcdc.capture import snapshot as cs
+    from sparkcdc.capture.reader import RowReader, TableShapes
+    from sparkcdc.model import RowChange
+    from sparkcdc.pipeline.serde import dump_images
+
+    start = Offset.from_json(spec.handover)
+    conv = cs.RowConverter(info, spec.time_zone)
+    reads = cs.consistent_read_all(conn, info, spec.chunk_size)
+    pos = next(reads)
+    assert isinstance(pos, tuple)
+    read_at = Offset(pos[0], pos[1], 0)
+    delta = cs.MultisetDelta()
+    for ev in RowReader(
+        up,
+        start,
+        read_at,
+        shapes=TableShapes(lambda s, t: info if (s, t) == (info.schema, info.table) else None),
+        match=lambda s, t: (s, t) == (info.schema, info.table),
+        time_zone=spec.time_zone,
+        blocking=False,
+    ).events():
+        if isinstance(ev, RowChange):
+            delta.add(ev)
+
+    def rows() -> Iterator[tuple[Any, ...]]:
+        for batch in reads:
+            assert isinstance(batch, list)
+            for r in batch:
+                yield conv.convert(r)
+
+    st.rows_copied = 0
+    st.files = []
+    buf: list[bytes] = []
+
+    def flush() -> None:
+        rel = f"{st.range_id}/{st.rows_copied + len(buf):012d}.parquet"
+        _write_parquet(
+            os.path.join(spec.spool_dir, rel), st.schema, st.table, info.version, [""] * len(buf), buf
+        )
+        st.rows_copied += len(buf)
+        st.files.append(rel)
+        buf.clear()
+
+    for row in cs.undo_changes(rows(), delta):
+        buf.append(dump_images(None, row, None))
+        if len(buf) >= spec.chunk_size:
+            flush()
+    if buf:
+        flush()
+    st.read_position = {"file": pos[0], "pos": pos[1]}
+    st.stage = STAGE_DONE
+    st.finished_at = time.time()
+    spec.store.save(st)
+    return st
+
+
+def read_corrections(
+    upstream_uri: str,
+    time_zone: str,
+    tables: dict[str, dict[str, Any]],
+    segment: tuple[dict[str, Any], dict[str, Any]],
+) -> Iterator[tuple[str, str, str, int, int, bytes | None]]:
+    """Executor: (schema, table, key, commit_ts, seq, state-at-S payload) of each key's first event in a segment."""
+    from sparkcdc.capture import snapshot as cs
+    from sparkcdc.capture.reader import RowReader, TableShapes
+    from sparkcdc.model import RowChange
+    from sparkcdc.pipeline.serde import dump_images
+
+    infos = {}
+    for k, d in tables.items():
+        s, t = k.split("\x00", 1)
+        infos[(s, t)] = TableInfo.from_dict(d)
+    key_index = {k: v.handle_key_index for k, v in infos.items() if v.handle_key}
+    reader = RowReader(
+        UpstreamConfig.from_uri(upstream_uri),
+        Offset.from_json(segment[0]),
+        Offset.from_json(segment[1]),
+        shapes=TableShapes(lambda s, t: infos.get((s, t))),
+        match=lambda s, t: (s, t) in key_index,
+        time_zone=time_zone,
+        blocking=False,
+    )
+    events = (ev for ev in reader.events() if isinstance(ev, RowChange))
+    for c in cs.first_events(events, lambda s, t: key_index.get((s, t))).values():
+        yield (
+            c.schema,
+            c.table,
+            c.key,
+            c.commit_ts,
+            c.seq,
+            dump_images(None, c.row, None) if c.row is not None else None,
+        )
+
+
+# --------------------------------------------------------------------------- driver
+
+
+@dataclass
+class SnapshotFigures:
+    """Progress of a running snapshot."""
+
+    phase: str
+    rows_copied: int
+    ranges_done: int
+    ranges_total: int
+    rows_estimated: int
+    rows_per_sec: float
+    eta_s: float | None
+
+
+@dataclass
+class SnapshotOptions:
+    """Tuning knobs (the config's ``[snapshot]`` plus internals tests may change)."""
+
+    chunk_size: int = 50000
+    parallelism: int = 0
+    ranges_per_task_slot: int = 4
+    max_chunks_per_range: int = 4
+    split_factor: float = 2.0
+    progress_interval_s: float = 1.0
+
+
+class InitialSnapshot:
+    """Driver side of one changefeed's initial snapshot (see the module docstring)."""
+
+    def __init__(
+        self,
+        spark: Any,
+        *,
+        changefeed_id: str,
+        upstream_uri: str,
+        checkpoint_dir: str,
+        history_path: str,
+        handover: Offset,
+        filter_rules: list[str],
+        case_sensitive: bool = False,
+        time_zone: str = "UTC",
+        options: SnapshotOptions | None = None,
+        store: RangeStore | None = None,
+        on_figures: Callable[[SnapshotFigures], None] | None = None,
+    ) -> None:
+        self.spark = spark
+        self.changefeed_id = changefeed_id
+        self.upstream_uri = upstream_uri
+        self.up = UpstreamConfig.from_uri(upstream_uri)
+        self.dir = os.path.join(checkpoint_dir, "snapshot")
+        self.spool_dir = os.path.join(self.dir, "rows")
+        self.history_path = history_path
+        self.handover = handover
+        self.filter_rules = filter_rules
+        self.case_sensitive = case_sensitive
+        self.time_zone = time_zone
+        self.options = options or SnapshotOptions()
+        self.store: RangeStore = store or FileRangeStore(os.path.join(self.dir, "ranges"))
+        self.on_figures = on_figures
+        self.phase = "planning"
+        self._rate: list[tuple[float, int]] = []
+        self._estimated = 0
+
+    # ---------------------------------------------------------------- state files
+
+    @property
+    def done_path(self) -> str:
+        """The marker written once the snapshot rows are durable in the sink."""
+        return os.path.join(self.dir, "done.json")
+
+    @property
+    def plan_path(self) -> str:
+        """The plan of ranges (written once every range's progress row exists)."""
+        return os.path.join(self.dir, "plan.json")
+
+    def is_done(self) -> bool:
+        """Whether a previous run finished the snapshot."""
+        return os.path.exists(self.done_path)
+
+    def _write_json(self, path: str, data: dict[str, Any]) -> None:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = path + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(data, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+
+    # ---------------------------------------------------------------- planning
+
+    def tables(self) -> list[TableInfo]:
+        """The selected tables as they were at the handover point."""
+        from sparkcdc.capture.schema_history import FileSchemaHistoryStore, SchemaHistory
+        from sparkcdc.filter import changefeed_filter
+
+        flt = changefeed_filter(self.filter_rules, self.case_sensitive)
+        catalog = SchemaHistory.open(FileSchemaHistoryStore(self.history_path)).catalog_at(self.handover.ts)
+        return sorted(
+            (t for t in catalog.tables() if flt.match(t.schema, t.table)), key=lambda t: (t.schema, t.table)
+        )
+
+    def task_slots(self) -> int:
+        """How many ranges are read at once."""
+        par = self.options.parallelism
+        return par if par > 0 else max(1, int(self.spark.sparkContext.defaultParallelism))
+
+    def range_rows_for(self, estimated: int) -> int:
+        """Rows per planned range: enough ranges for every task slot, a few chunks each."""
+        chunk = self.options.chunk_size
+        want = math.ceil(max(estimated, 1) / (self.task_slots() * self.options.ranges_per_task_slot))
+        rows = min(max(want, chunk), chunk * self.options.max_chunks_per_range)
+        return max(rows, math.ceil(estimated / MAX_INITIAL_RANGES))
+
+    def plan(self, tables: list[TableInfo]) -> dict[str, Any]:
+        """Ranges of every table, recorded in the store; resumed from ``plan.json`` when it exists."""
+        from sparkcdc.capture import snapshot as cs
+
+        if os.path.exists(self.plan_path):
+            with open(self.plan_path) as f:
+                plan: dict[str, Any] = json.load(f)
+            if plan.get("handover") != self.handover.to_json():
+                raise ConfigError(
+                    f"the snapshot in {self.dir} was planned for handover point {plan.get('handover')}, "
+                    f"not {self.handover.to_json()}; remove the changefeed's data dir to start over"
+                )
+            return plan
+        self.store.clear()
+        shutil.rmtree(self.spool_dir, ignore_errors=True)
+        conn = self.up.connect(conv=cs.reader_conv())
+        range_rows: dict[str, int] = {}
+        next_id = 1
+        try:
+            for info in tables:
+                est = cs.estimate_rows(conn, info)
+                rr = self.range_rows_for(est)
+                range_rows[f"{info.schema}.{info.table}"] = rr
+                ranges = cs.plan_table_ranges(conn, info, rr, next_id)
+                next_id += len(ranges)
+                if next_id > MAX_INITIAL_RANGES:
+                    raise ConfigError(
+                        f"the snapshot needs more than {MAX_INITIAL_RANGES} ranges; raise [snapshot] chunk-size "
+                        f"(now {self.options.chunk_size})"
+                    )
+                for r in ranges:
+                    self.store.save(
+                        RangeState(
+                            range_id=r.range_id,
+                            schema=r.schema,
+                            table=r.table,
+                            after=cs.encode_key(r.after),
+                            upto=cs.encode_key(r.upto),
+                            snapshot_version=self.handover.ts,
+                            estimated_rows=r.estimated_rows,
+                        )
+                    )
+                log.info(
+                    "snapshot of %s.%s: %d range(s) of about %d rows",
+                    info.schema,
+                    info.table,
+                    len(ranges),
+                    rr,
+                )
+        finally:
+            conn.close()
+        plan = {
+            "handover": self.handover.to_json(),
+            "tables": [f"{t.schema}.{t.table}" for t in tables],
+            "range_rows": range_rows,
+            "chunk_size": self.options.chunk_size,
+            "planned_at": time.time(),
+        }
+        self._write_json(self.plan_path, plan)
+        return plan
+
+    # ---------------------------------------------------------------- progress
+
+    def figures(self, states: list[RangeState] | None = None) -> SnapshotFigures:
+        """Rows copied, ranges done/total, rate and ETA now."""
+        states = states if states is not None else self.store.load_all()
+        leaves = [s for s in states if s.stage != STAGE_SPLIT]
+        copied = sum(s.rows_copied for s in states)
+        done = sum(1 for s in leaves if s.stage == STAGE_DONE)
+        now = time.monotonic()
+        self._rate.append((now, copied))
+        self._rate = [(t, r) for t, r in self._rate if now - t <= 30]
+        rate = 0.0
+        if len(self._rate) >= 2 and self._rate[-1][0] > self._rate[0][0]:
+            rate = (self._rate[-1][1] - self._rate[0][1]) / (self._rate[-1][0] - self._rate[0][0])
+        est = max(self._estimated, copied)
+        eta = (est - copied) / rate if rate > 0 else None
+        if self.phase != "reading":
+            eta = 0.0 if self.phase in ("done",) else eta
+        return SnapshotFigures(self.phase, copied, done, len(leaves), est, rate, eta)
+
+    def _report(self) -> None:
+        if self.on_figures is None:
+            return
+        try:
+            self.on_figures(self.figures())
+        except Exception:  # a progress callback must not break the snapshot
+            log.exception("snapshot progress callback failed")
+
+    def _monitor(self, stop: threading.Event) -> None:
+        while not stop.wait(self.options.progress_interval_s):
+            self._report()
+
+    # ---------------------------------------------------------------- the run
+
+    def run(self, write: Callable[[Any, int], int]) -> dict[str, Any]:
+        """Read, correct and hand the rows to ``write(df, checkpoint_ts) -> rows``; return the report."""
+        if self.is_done():
+            with open(self.done_path) as f:
+                return dict(json.load(f))
+        tables = self.tables()
+        plan = self.plan(tables)
+        infos = {f"{t.schema}\x00{t.table}": t.to_dict() for t in tables}
+        self._estimated = sum(s.estimated_rows for s in self.store.load_all() if s.parent is None)
+        spec = SnapshotTaskSpec(
+            upstream_uri=self.upstream_uri,
+            time_zone=self.time_zone,
+            chunk_size=self.options.chunk_size,
+            range_rows=dict(plan["range_rows"]),
+            split_factor=self.options.split_factor,
+            spool_dir=self.spool_dir,
+            handover=self.handover.to_json(),
+            tables=infos,
+            store=self.store,
+        )
+        stop = threading.Event()
+        monitor = threading.Thread(
+            target=self._monitor, args=(stop,), name="sparkcdc-snapshot-progress", daemon=True
+        )
+        monitor.start()
+        t0 = time.monotonic()
+        try:
+            self.phase = "reading"
+            rounds = self._read_ranges(spec)
+            t_read = time.monotonic() - t0
+            self.phase = "correcting"
+            self._report()
+            states = self.store.load_all()
+            head, corrections_df, touched = self._corrections(tables)
+            self.phase = "writing"
+            self._report()
+            rows_df = self._final_rows(states, corrections_df, tables)
+            rows = write(rows_df, self.handover.ts)
+            report = {
+                "handover": self.handover.to_json(),
+                "head": head.to_json(),
+                "rows_written": rows,
+                "rows_copied": sum(s.rows_copied for s in states),
+                "touched_keys": touched,
+                "ranges": sum(1 for s in states if s.stage == STAGE_DONE),
+                "splits": sum(1 for s in states if s.stage == STAGE_SPLIT),
+                "rounds": rounds,
+                "read_seconds": round(t_read, 3),
+                "seconds": round(time.monotonic() - t0, 3),
+            }
+            self._write_json(self.done_path, report)
+            self.phase = "done"
+            self._report()
+            shutil.rmtree(self.spool_dir, ignore_errors=True)
+            log.info("initial snapshot of changefeed %s done: %s", self.changefeed_id, report)
+            return report
+        finally:
+            stop.set()
+
+    def _read_ranges(self, spec: SnapshotTaskSpec) -> int:
+        """Spark jobs over the unfinished ranges until none is left (splits add ranges); the number of rounds."""
+        sc = self.spark.sparkContext
+        rounds = 0
+        while True:
+            pending = [s for s in self.store.load_all() if not s.finished]
+            if not pending:
+                return rounds
+            rounds += 1
+            slots = self.task_slots()
+            n = len(pending) if self.options.parallelism <= 0 else min(len(pending), slots)
+            # Largest first: the long ranges start early.
+            pending.sort(key=lambda s: -(s.estimated_rows - s.rows_copied))
+            log.info("snapshot round %d: %d range(s) in %d task(s)", rounds, len(pending), n)
+            sc.setJobDescription(f"sparkcdc snapshot {self.changefeed_id}: read {len(pending)} ranges")
+
+            def task(it: Iterable[dict[str, Any]], spec: SnapshotTaskSpec = spec) -> Iterator[str]:
+                for d in it:
+                    yield read_range(spec, RangeState.from_json(d)).stage
+
+            sc.parallelize([s.to_json() for s in pending], n).mapPartitions(task).collect()
+
+    def _corrections(self, tables: list[TableInfo]) -> tuple[Offset, Any, int]:
+        """(H, DataFrame of first events after S per touched key, how many keys were touched)."""
+        from pyspark.sql import functions as F
+
+        from sparkcdc.capture.reader import Scanner
+        from sparkcdc.capture.start import head_offset
+        from sparkcdc.pipeline.plan import split_segments
+
+        head = head_offset(self.up)
+        snap = {(t.schema, t.table) for t in tables}
+        txns = []
+        cat = None
+        for txn in Scanner(self.up).scan(self.handover, stop=lambda t: t.end.key() >= head.key()):
+            if txn.end.key() > head.key():
+                break
+            if txn.queries:
+                cat = cat or self._catalog_copy()
+                self._check_ddl(cat, txn, snap)
+            txns.append(txn)
+        schema = "`schema` string, `table` string, key string, commit_ts long, seq long, payload binary"
+        if not txns:
+            return head, self.spark.createDataFrame([], schema), 0
+        keyed = {f"{t.schema}\x00{t.table}": t.to_dict() for t in tables if t.handle_key}
+        segs = split_segments(txns, 4 << 20, self.task_slots())
+        uri, tz = self.upstream_uri, self.time_zone
+
+        def task(it: Iterable[tuple[dict[str, Any], dict[str, Any]]]) -> Iterator[Any]:
+            for seg in it:
+                yield from read_corrections(uri, tz, keyed, seg)
+
+        seg_list = [(s.start.to_json(), s.end.to_json()) for s in segs]
+        self.spark.sparkContext.setJobDescription(
+            f"sparkcdc snapshot {self.changefeed_id}: binlog corrections"
+        )
+        rdd = self.spark.sparkContext.parallelize(seg_list, len(seg_list)).mapPartitions(task)
+        events = self.spark.createDataFrame(rdd, schema)
+        first = (
+            events.groupBy("schema", "table", "key")
+            .agg(F.min(F.struct("commit_ts", "seq", "payload")).alias("f"))
+            .select("schema", "table", "key", F.col("f.payload").alias("payload"))
+            .cache()
+        )
+        touched = int(first.count())
+        return head, first, touched
+
+    def _catalog_copy(self) -> Any:
+        from sparkcdc.capture.schema_history import FileSchemaHistoryStore, SchemaHistory
+
+        return (
+            SchemaHistory.open(FileSchemaHistoryStore(self.history_path))
+            .catalog_at(self.handover.ts)
+            .snapshot()
+        )
+
+    def _check_ddl(self, cat: Any, txn: Any, snap: set[tuple[str, str]]) -> None:
+        for default_schema, query in txn.queries:
+            try:
+                events = cat.apply_ddl(query, default_schema or None, txn.ts)
+            except SchemaError as exc:
+                log.warning("snapshot: cannot follow DDL %r during the snapshot: %s", query, exc.message)
+                continue
+            for e in events:
+                hit = {(e.schema, e.table)}
+                if e.old_table is not None:
+                    hit.add((e.old_schema or e.schema, e.old_table))
+                if hit & snap:
+                    raise SchemaError(
+                        f"DDL {query!r} changed a table while its initial snapshot was read; the rows read "
+                        "before and after it have different shapes. Avoid DDL on the selected tables during "
+                        "the snapshot and start the changefeed again with a new data dir"
+                    )
+
+    def _final_rows(self, states: list[RangeState], corrections: Any, tables: list[TableInfo]) -> Any:
+        """Spooled rows without the touched keys, plus the touched keys' rows at S, as stream rows."""
+        from pyspark.sql import functions as F
+
+        files = [
+            os.path.join(self.spool_dir, f) for s in states if s.stage != STAGE_SNAPSHOT for f in s.files
+        ]
+        spark = self.spark
+        cols = ["schema", "table", "table_version", "key", "payload"]
+        if files:
+            spool = spark.read.parquet(*files).select(*cols)
+        else:
+            spool = spark.createDataFrame(
+                [], "`schema` string, `table` string, table_version long, key string, payload binary"
+            )
+        versions = spark.createDataFrame(
+            [(t.schema, t.table, int(t.version)) for t in tables] or [("", "", 0)],
+            "`schema` string, `table` string, table_version long",
+        )
+        keep = spool.join(
+            F.broadcast(corrections.select("schema", "table", "key")), ["schema", "table", "key"], "left_anti"
+        )
+        back = (
+            corrections.where(F.col("payload").isNotNull())
+            .join(F.broadcast(versions), ["schema", "table"])
+            .select(*cols)
+        )
+        rows = keep.unionByName(back)
+        ts = self.handover.ts
+        out = rows.select(
+            F.lit(ts).cast("long").alias("commit_ts"),
+            F.monotonically_increasing_id().alias("seq"),
+            F.lit("I").alias("op"),
+            "schema",
+            "table",
+            "table_version",
+            "payload",
+        )
+        return out
+
+
+def run_initial_snapshot(
+    spark: Any,
+    *,
+    changefeed_id: str,
+    upstream_uri: str,
+    checkpoint_dir: str,
+    history_path: str,
+    handover: Offset,
+    config: Any,
+    writer: Any,
+    on_figures: Callable[[SnapshotFigures], None] | None = None,
+    store: RangeStore | None = None,
+) -> dict[str, Any]:
+    """Run (or resume, or skip when done) the snapshot of a changefeed; return its report."""
+    snap = InitialSnapshot(
+        spark,
+        changefeed_id=changefeed_id,
+        upstream_uri=upstream_uri,
+        checkpoint_dir=checkpoint_dir,
+        history_path=history_path,
+        handover=handover,
+        filter_rules=list(config.filter.rules),
+        case_sensitive=config.case_sensitive,
+        time_zone=config.time_zone,
+        options=SnapshotOptions(
+            chunk_size=config.snapshot.chunk_size, parallelism=config.snapshot.parallelism
+        ),
+        store=store,
+        on_figures=on_figures,
+    )
+    if snap.is_done():
+        return snap.run(lambda df, ts: 0)
+    if os.path.exists(os.path.join(checkpoint_dir, "checkpoint.json")):
+        raise ConfigError(
+            f"changefeed {changefeed_id!r} already streamed changes without an initial snapshot; [snapshot] mode = "
+            '"initial" only applies to a new changefeed: create one with a new id (or data dir)'
+        )
+
+    def write(df: Any, ts: int) -> int:
+        return int(writer.write_rows(df, SNAPSHOT_BATCH_ID, ts).rows)
+
+    return snap.run(write)
+
+
+def snapshot_progress(
+    running: Any, on_progress: Callable[[Any], None] | None
+) -> Callable[[SnapshotFigures], None] | None:
+    """Forward snapshot figures as the changefeed's ``Progress`` (with its snapshot fields set)."""
+    if on_progress is None:
+        return None
+    import dataclasses
+
+    def report(f: SnapshotFigures) -> None:
+        p = running.progress()
+        on_progress(
+            dataclasses.replace(
+                p,
+                rows_per_sec=f.rows_per_sec,
+                snapshot_phase=f.phase,
+                snapshot_rows=f.rows_copied,
+                snapshot_ranges_done=f.ranges_done,
+                snapshot_ranges_total=f.ranges_total,
+                snapshot_eta_s=f.eta_s,
+            )
+        )
+
+    return report

@@ -356,6 +356,12 @@ class StorageConsumer:
                 pos += 1
             if pairs:
                 replicating = dp.max_commit_ts if all(r.commit_ts for r, _ in pairs) else NO_TS_SAFE
+                if self.protocol == "csv" and not info.handle_key and any(r.op == "U" for r, _ in pairs):
+                    # A CSV UPDATE has no pre-image, and the schema file names no key of this table (a NOT
+                    # NULL unique key is not in it): only safe mode (DELETE the old image, which matches
+                    # nothing, then REPLACE through the downstream's own unique key) applies it; a plain
+                    # UPDATE matching every column of the new image would change nothing.
+                    replicating = NO_TS_SAFE
                 self.applier.apply_rows(pairs, replicating_ts=replicating)
                 stats.rows += len(pairs)
             dp.max_commit_ts = max_ts

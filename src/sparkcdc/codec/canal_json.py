@@ -526,7 +526,8 @@ def canal_value_to_python(value: str | None, mysql_type: str, column: ColumnInfo
             return enum_name(column, int(value)) if column is not None else int(value)
         if base == "set":
             return set_names(column, int(value)) if column is not None else int(value)
-        if base == "bit":
+        if base in ("bit", "year"):
+            # YEAR as a number: MySQL reads the string '0' as 2000, the number 0 as 0000.
             return int(value)
     except ValueError as exc:
         raise DecodeError(f"canal-json value {value!r} is not a valid {mysql_type}: {exc}") from exc

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from sparkcdc.capture import snapshot as cs
@@ -39,7 +41,9 @@ def _read_range(conn: object, info: TableInfo, r: cs.KeyRange, chunk: int) -> li
 
 
 @pytest.mark.parametrize("chunk", [1, 7, 1000])
-def test_ranges_of_a_composite_key_cover_every_row_once(mariadb: LocalMariaDB, fresh_db: str, chunk: int) -> None:
+def test_ranges_of_a_composite_key_cover_every_row_once(
+    mariadb: LocalMariaDB, fresh_db: str, chunk: int
+) -> None:
     mariadb.execute(
         f"CREATE TABLE `{fresh_db}`.t (a INT NOT NULL, b VARCHAR(10) NOT NULL, v INT, UNIQUE KEY u (a, b))",
         f"INSERT INTO `{fresh_db}`.t SELECT seq DIV 7, CONCAT('k', seq % 7), seq FROM `{fresh_db}`.seq_1_to_1000",
@@ -52,7 +56,7 @@ def test_ranges_of_a_composite_key_cover_every_row_once(mariadb: LocalMariaDB, f
         assert len(ranges) == 11  # ten full ranges of 97 rows and the last 30
         assert [r.range_id for r in ranges] == list(range(1, 12))
         assert ranges[0].after is None and ranges[-1].upto is None and ranges[-1].estimated_rows == 30
-        for prev, nxt in zip(ranges, ranges[1:], strict=False):
+        for prev, nxt in itertools.pairwise(ranges):
             assert prev.upto == nxt.after
         seen = [row[2] for r in ranges for row in _read_range(conn, info, r, chunk)]
     finally:
@@ -61,8 +65,13 @@ def test_ranges_of_a_composite_key_cover_every_row_once(mariadb: LocalMariaDB, f
     assert len(seen) == 1000
 
 
-def test_a_table_without_a_key_is_one_range(mariadb: LocalMariaDB, fresh_db: str, caplog: pytest.LogCaptureFixture) -> None:
-    mariadb.execute(f"CREATE TABLE `{fresh_db}`.nokey (a INT, b INT)", f"INSERT INTO `{fresh_db}`.nokey VALUES (1, 1), (1, 1)")
+def test_a_table_without_a_key_is_one_range(
+    mariadb: LocalMariaDB, fresh_db: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    mariadb.execute(
+        f"CREATE TABLE `{fresh_db}`.nokey (a INT, b INT)",
+        f"INSERT INTO `{fresh_db}`.nokey VALUES (1, 1), (1, 1)",
+    )
     info = _info(mariadb, fresh_db, "nokey")
     conn = UpstreamConfig.from_uri(mariadb.uri).connect()
     try:
@@ -85,7 +94,11 @@ def test_split_remaining_hands_the_rest_to_children(mariadb: LocalMariaDB, fresh
     finally:
         conn.close()
     # (1000, 4000] holds 300 rows: three children of 100 rows each.
-    assert [(c.after, c.upto) for c in children] == [((1000,), (2000,)), ((2000,), (3000,)), ((3000,), (4000,))]
+    assert [(c.after, c.upto) for c in children] == [
+        ((1000,), (2000,)),
+        ((2000,), (3000,)),
+        ((3000,), (4000,)),
+    ]
     assert [cs.range_depth(c.range_id) for c in children] == [1, 1, 1]
     assert len({c.range_id for c in children} | {3}) == 4
 
@@ -101,7 +114,11 @@ def test_snapshot_values_equal_the_binlog_decoders(mariadb: LocalMariaDB, fresh_
         for i, row in enumerate(ROWS, start=1):
             cur.execute(f"INSERT INTO all_types VALUES ({i}, {', '.join(row)})")
     conn.close()
-    binlog = {ev.after[0]: ev.after for ev in read_all(mariadb, start, fresh_db) if isinstance(ev, RowChange) and ev.after}
+    binlog = {
+        ev.after[0]: ev.after
+        for ev in read_all(mariadb, start, fresh_db)
+        if isinstance(ev, RowChange) and ev.after
+    }
     info = _info(mariadb, fresh_db, "all_types")
     for tz in ("UTC", "+05:30"):
         if tz != "UTC":
@@ -120,6 +137,8 @@ def test_snapshot_values_equal_the_binlog_decoders(mariadb: LocalMariaDB, fresh_
         assert set(got) == set(binlog) == {1, 2, 3}
         for pk in got:
             for k, c in enumerate(info.columns):
-                assert got[pk][k] == binlog[pk][k], f"{tz} row {pk} column {c.name}: {got[pk][k]!r} != {binlog[pk][k]!r}"
+                assert got[pk][k] == binlog[pk][k], (
+                    f"{tz} row {pk} column {c.name}: {got[pk][k]!r} != {binlog[pk][k]!r}"
+                )
                 assert type(got[pk][k]) is type(binlog[pk][k])
             assert cs.key_token(got[pk]) == cs.key_token(binlog[pk])

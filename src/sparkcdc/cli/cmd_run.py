@@ -72,12 +72,13 @@ def build_spec(args: argparse.Namespace) -> object:
 
 def run(args: argparse.Namespace) -> int:
     """Run until Ctrl-C, or until the checkpoint reaches --target-ts."""
-    from sparkcdc.capture.upstream import UpstreamConfig
+    from sparkcdc.capture.upstream import UpstreamConfig, check_upstream
     from sparkcdc.pipeline.changefeed import Progress, start_changefeed
     from sparkcdc.pipeline.spark import get_spark
 
     spec = build_spec(args)
-    UpstreamConfig.from_uri(args.upstream_uri)
+    # Reach the upstream (address, credentials, binlog settings) before Spark starts.
+    check_upstream(UpstreamConfig.from_uri(args.upstream_uri))
     tty = sys.stderr.isatty()
     last_print = [0.0]
 

@@ -292,10 +292,11 @@ class KafkaConsumer:
             if once and all(s.at_end for s in state.values()) and not batch:
                 break
         self.stats.rows_pending = sum(len(s.rows) for s in state.values()) + len(ddls)
-        if any(s.watermark is None for s in state.values()):
+        if self.stats.rows_pending and any(s.watermark is None for s in state.values()):
             log.warning(
-                "partitions %s of %s have no TIDB_WATERMARK yet: nothing can be applied before every partition "
-                "has one (does the changefeed use enable-tidb-extension=true?)",
+                "%d change(s) wait: partitions %s of %s have no TIDB_WATERMARK yet and nothing is applied before "
+                "every partition has one (does the changefeed use enable-tidb-extension=true?)",
+                self.stats.rows_pending,
                 [p for p, s in state.items() if s.watermark is None],
                 self.topic,
             )

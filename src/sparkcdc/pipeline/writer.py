@@ -180,7 +180,9 @@ class BatchWriter:
             shaped = df.coalesce(1).sortWithinPartitions("commit_ts", "seq")
         else:
             if _has_custom_route(sink):
-                schema = df.schema.add("route", "int")
+                from pyspark.sql.types import IntegerType, StructField, StructType
+
+                schema = StructType([*df.schema.fields, StructField("route", IntegerType(), False)])
                 routed = df.mapInArrow(make_router(sink, tables), schema)
             else:
                 routed = df.withColumn(

@@ -515,7 +515,7 @@ def test_progress_table_makes_replays_exactly_once(
         assert ap.apply_rows(seq[:3]) == 3
     # A restart: a new applier replays from an older checkpoint; nothing is applied twice.
     with MySQLApplier(conn_params, progress_id="cf-progress", max_txn_row=2) as ap:
-        assert ap.applied_position(down_db, "events") == (101, seq[2][0].seq)
+        assert ap.applied_position(down_db, "events") == (101, seq[2][0].seq, True)
         assert ap.apply_rows(seq) == 3
         assert ap.stats.rows_skipped == 3
         assert raw_rows(downstream, f"SELECT a, b FROM `{down_db}`.events ORDER BY a") == want
@@ -533,3 +533,31 @@ def test_progress_table_makes_replays_exactly_once(
         (down_db,),
     )
     assert got == [("cf-progress", "events", 105)]
+
+
+def test_progress_of_a_split_transaction_replays_it_in_safe_mode(
+    downstream: LocalMariaDB, down_db: str, conn_params: ConnParams
+) -> None:
+    t1 = TableInfo(down_db, "t1", (ColumnInfo("id", "int", nullable=False),), pk("id"))
+    t2 = TableInfo(down_db, "t2", (ColumnInfo("id", "int", nullable=False),), pk("id"))
+    r1, r2 = Rows(t1), Rows(t2)
+    txn = [r1.ins((i,), 500) for i in range(4)] + [r2.ins((1,), 500)]
+    with MySQLApplier(conn_params, progress_id="cf-split", max_txn_row=2) as ap:
+        ap.apply_ddl(down_db, "CREATE TABLE t1 (id INT PRIMARY KEY)")
+        # t2 is missing: the transaction's last piece fails after two pieces were committed.
+        with pytest.raises(SinkError, match="t2"):
+            ap.apply_rows(txn)
+        assert ap.applied_position(down_db, "t1") == (500, txn[3][0].seq, False)
+    with MySQLApplier(conn_params, progress_id="cf-split", max_txn_row=2) as ap:
+        ap.apply_ddl(down_db, "CREATE TABLE t2 (id INT PRIMARY KEY)")
+        # The half-applied transaction is applied again, idempotently, not skipped.
+        assert ap.apply_rows(txn) == 5
+        assert ap.stats.safe_retries == 0 and ap.stats.rows_skipped == 0
+        # Once the last piece committed, the whole transaction counts as applied for every table.
+        assert ap.applied_position(down_db, "t1") == (500, txn[3][0].seq, True)
+        assert ap.applied_position(down_db, "t2") == (500, txn[4][0].seq, True)
+    with MySQLApplier(conn_params, progress_id="cf-split", max_txn_row=2) as ap:
+        assert ap.apply_rows(txn) == 0
+        assert ap.stats.rows_skipped == 5
+    assert downstream.query(f"SELECT COUNT(*) FROM `{down_db}`.t1") == [(4,)]
+    assert downstream.query(f"SELECT COUNT(*) FROM `{down_db}`.t2") == [(1,)]

@@ -206,11 +206,11 @@ def test_chunks_keep_transactions_whole_up_to_max_txn_row() -> None:
     applier = MySQLApplier(ConnParams(), max_txn_row=4)
     ts = [1, 1, 2, 2, 2, 3, 4, 4, 4, 4, 4, 4]
     rows = [(rc("I", PK2, after=(i, i, "v"), ts=t), PK2) for i, t in enumerate(ts)]
-    chunks = [[r.commit_ts for r, _ in c] for c in applier._chunks(rows)]
-    assert chunks == [[1, 1], [2, 2, 2, 3], [4, 4, 4, 4], [4, 4]]
+    chunks = [([r.commit_ts for r, _ in c], done) for c, done in applier._chunks(rows)]
+    assert chunks == [([1, 1], True), ([2, 2, 2, 3], True), ([4, 4, 4, 4], False), ([4, 4], True)]
     whole = MySQLApplier(ConnParams(), max_txn_row=4, split_txn=False)
-    chunks = [[r.commit_ts for r, _ in c] for c in whole._chunks(rows)]
-    assert chunks == [[1, 1], [2, 2, 2, 3], [4, 4, 4, 4, 4, 4]]
+    chunks = [([r.commit_ts for r, _ in c], done) for c, done in whole._chunks(rows)]
+    assert chunks == [([1, 1], True), ([2, 2, 2, 3], True), ([4, 4, 4, 4, 4, 4], True)]
 
 
 def test_session_settings() -> None:

@@ -32,11 +32,14 @@ Semantics (spec §7, TiCDC's ``cdc/sink/dmlsink/txn/mysql``):
   does not exist / duplicate column or key errors), so a replay after a
   restart does not fail.
 - With ``progress_id`` (the MySQL sink passes the changefeed id), every
-  downstream transaction also records, per table, the ``(commit_ts, seq)`` of
-  the last row it applied in ``sparkcdc.mysql_sink_progress``; rows at or below
-  the recorded position are skipped. A replay is then exactly-once, tables
-  without a key included. ``(commit_ts, seq)`` must be deterministic and
-  increasing per table, as the capture guarantees.
+  downstream transaction also records, per table, the ``commit_ts`` of the last
+  row it applied in ``sparkcdc.mysql_sink_progress``, and whether that upstream
+  transaction was applied whole; rows of transactions recorded as applied are
+  skipped. A replay is then exactly-once, tables without a key included, except
+  for a big transaction that was split over several downstream transactions and
+  interrupted: it is re-applied in safe mode. ``commit_ts`` must be deterministic
+  and increasing per table, and the input of ``apply_rows`` must end at a
+  transaction boundary (the pipeline's batches do).
 """
 
 from __future__ import annotations
@@ -87,7 +90,7 @@ PROGRESS_TABLE = "mysql_sink_progress"
 PROGRESS_DDL = (
     f"CREATE TABLE IF NOT EXISTS `{PROGRESS_SCHEMA}`.`{PROGRESS_TABLE}` ("
     "changefeed_id VARCHAR(128) NOT NULL, table_schema VARCHAR(64) NOT NULL, table_name VARCHAR(64) NOT NULL, "
-    "commit_ts BIGINT UNSIGNED NOT NULL, seq BIGINT NOT NULL, "
+    "commit_ts BIGINT UNSIGNED NOT NULL, seq BIGINT NOT NULL, complete TINYINT NOT NULL, "
     "updated_at TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP, "
     "PRIMARY KEY (changefeed_id, table_schema, table_name)) DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin"
 )
@@ -148,7 +151,11 @@ class MySQLApplier:
         self._conn: pymysql.Connection | None = None
         self._plans: dict[int, tuple[TableInfo, TablePlan]] = {}
         self.progress_id = progress_id
-        self._progress: dict[tuple[str, str], tuple[int, int]] = {}
+        self._progress: dict[tuple[str, str], tuple[int, int, bool]] = {}
+        self._open_txn_ts: int | None = None
+        self._open_tables: set[tuple[str, str]] = set()
+        self._replay_ts: dict[tuple[str, str], int] = {}
+        """Per table, the commit_ts of a transaction that was only partly applied before: safe mode."""
         self._progress_loaded: set[tuple[str, str]] = set()
         self._progress_ready = False
 
@@ -245,9 +252,8 @@ class MySQLApplier:
         n = 0
         if self.progress_id is not None:
             rows = self._skip_applied(rows)
-        for chunk in self._chunks(rows):
-            self._apply_chunk(chunk, replicating_ts)
-            n += len(chunk)
+        for chunk, complete in self._chunks(rows):
+            n += self._apply_chunk(chunk, replicating_ts, complete)
         return n
 
     # -- progress (exactly-once replay) ---------------------------------------------------------
@@ -261,8 +267,8 @@ class MySQLApplier:
         conn.commit()
         self._progress_ready = True
 
-    def applied_position(self, schema: str, table: str) -> tuple[int, int] | None:
-        """The recorded ``(commit_ts, seq)`` of the last applied row of a table (None if none)."""
+    def applied_position(self, schema: str, table: str) -> tuple[int, int, bool] | None:
+        """The recorded ``(commit_ts, seq, complete)`` of the last applied row of a table (None if none)."""
         key = (schema, table)
         if key not in self._progress_loaded:
             attempt = 0
@@ -273,7 +279,7 @@ class MySQLApplier:
                     conn = self.connection()
                     with conn.cursor() as cur:
                         cur.execute(
-                            f"SELECT commit_ts, seq FROM `{PROGRESS_SCHEMA}`.`{PROGRESS_TABLE}` "
+                            f"SELECT commit_ts, seq, complete FROM `{PROGRESS_SCHEMA}`.`{PROGRESS_TABLE}` "
                             "WHERE changefeed_id = %s AND table_schema = %s AND table_name = %s",
                             (self.progress_id, schema, table),
                         )
@@ -288,54 +294,79 @@ class MySQLApplier:
                     attempt += 1
                     self._backoff(attempt)
             if row is not None:
-                self._progress[key] = (int(row[0]), int(row[1]))
+                self._progress[key] = (int(row[0]), int(row[1]), bool(row[2]))
             self._progress_loaded.add(key)
         return self._progress.get(key)
 
     def _skip_applied(self, rows: Iterable[Pair]) -> Iterator[Pair]:
+        """Drop rows of transactions recorded as applied.
+
+        Only whole transactions are skipped: a transaction recorded as partly applied
+        (a big one split over several downstream transactions) is applied again in
+        safe mode, since rows sharing a commit_ts need not arrive in the same order
+        (or with the same seq) on a replay, e.g. snapshot rows.
+        """
         for pair in rows:
             r = pair[0]
             pos = self.applied_position(r.schema, r.table)
-            if pos is not None and (r.commit_ts, r.seq) <= pos:
-                self.stats.rows_skipped += 1
-                continue
+            if pos is not None:
+                ts, _seq, complete = pos
+                if r.commit_ts < ts or (r.commit_ts == ts and complete):
+                    self.stats.rows_skipped += 1
+                    continue
+                if r.commit_ts == ts:
+                    self._replay_ts[(r.schema, r.table)] = ts
             yield pair
 
     def _progress_statement(
-        self, chunk: list[Pair]
-    ) -> tuple[str, list[Any], dict[tuple[str, str], tuple[int, int]]]:
-        last: dict[tuple[str, str], tuple[int, int]] = {}
+        self, chunk: list[Pair], complete: bool
+    ) -> tuple[str, list[Any], dict[tuple[str, str], tuple[int, int, bool]]]:
+        last: dict[tuple[str, str], tuple[int, int, bool]] = {}
+        end_ts = chunk[-1][0].commit_ts
         for r, _ in chunk:
-            last[(r.schema, r.table)] = (r.commit_ts, r.seq)
+            # A table whose last row here is before the chunk's last transaction saw that transaction whole.
+            last[(r.schema, r.table)] = (r.commit_ts, r.seq, complete or r.commit_ts != end_ts)
+        if self._open_txn_ts == chunk[0][0].commit_ts:
+            # The last piece of a split transaction: the tables only its earlier pieces touched are done too.
+            for key in self._open_tables:
+                pos = self._progress.get(key)
+                if key not in last and pos is not None and pos[0] == self._open_txn_ts:
+                    last[key] = (pos[0], pos[1], complete)
         args: list[Any] = []
-        for (schema, table), (ts, seq) in last.items():
-            args.extend((self.progress_id, schema, table, ts, seq))
+        for (schema, table), (ts, seq, done) in last.items():
+            args.extend((self.progress_id, schema, table, ts, seq, int(done)))
         sql = (
             f"INSERT INTO `{PROGRESS_SCHEMA}`.`{PROGRESS_TABLE}` "
-            "(changefeed_id, table_schema, table_name, commit_ts, seq) VALUES "
-            + ",".join(["(%s,%s,%s,%s,%s)"] * len(last))
-            + " ON DUPLICATE KEY UPDATE commit_ts = VALUES(commit_ts), seq = VALUES(seq)"
+            "(changefeed_id, table_schema, table_name, commit_ts, seq, complete) VALUES "
+            + ",".join(["(%s,%s,%s,%s,%s,%s)"] * len(last))
+            + " ON DUPLICATE KEY UPDATE commit_ts = VALUES(commit_ts), seq = VALUES(seq), "
+            "complete = VALUES(complete)"
         )
         return sql, args, last
 
-    def _chunks(self, rows: Iterable[Pair]) -> Iterator[list[Pair]]:
-        """Downstream transactions: whole upstream transactions packed up to max_txn_row rows."""
+    def _chunks(self, rows: Iterable[Pair]) -> Iterator[tuple[list[Pair], bool]]:
+        """Downstream transactions: whole upstream transactions packed up to max_txn_row rows.
+
+        Yields ``(rows, complete)``: ``complete`` is False for a piece of a split upstream
+        transaction that is not its last piece. The end of the input counts as a
+        transaction boundary.
+        """
         pending: list[Pair] = []
         txn: list[Pair] = []
         txn_ts: int | None = None
         limit = self.max_txn_row
 
-        def close_txn() -> Iterator[list[Pair]]:
+        def close_txn() -> Iterator[tuple[list[Pair], bool]]:
             nonlocal pending, txn
             if pending and len(pending) + len(txn) > limit:
-                yield pending
+                yield pending, True
                 pending = []
             if len(txn) > limit:
                 if self.split_txn:
                     for i in range(0, len(txn), limit):
-                        yield txn[i : i + limit]
+                        yield txn[i : i + limit], i + limit >= len(txn)
                 else:
-                    yield txn
+                    yield txn, True
             else:
                 pending.extend(txn)
             txn = []
@@ -348,19 +379,19 @@ class MySQLApplier:
             txn.append(pair)
             if self.split_txn and len(txn) >= limit and not pending:
                 # A big transaction: stream it in pieces instead of holding it whole.
-                yield txn
+                yield txn, False
                 txn = []
         yield from close_txn()
         if pending:
-            yield pending
+            yield pending, True
 
-    def _apply_chunk(self, chunk: list[Pair], replicating_ts: int | None) -> None:
+    def _apply_chunk(self, chunk: list[Pair], replicating_ts: int | None, complete: bool = True) -> int:
         force_safe = False
         attempt = 0
         while True:
             try:
-                self._exec_chunk(chunk, replicating_ts, force_safe)
-                return
+                self._exec_chunk(chunk, replicating_ts, force_safe, complete)
+                return len(chunk)
             except pymysql.err.IntegrityError as exc:
                 self._rollback()
                 if error_code(exc) == ER_DUP_ENTRY and not force_safe:
@@ -399,7 +430,7 @@ class MySQLApplier:
                         self._progress_loaded.discard((r.schema, r.table))
                     chunk = list(self._skip_applied(chunk))
                     if not chunk:
-                        return
+                        return 0
 
     def _refused(self, exc: BaseException, chunk: list[Pair]) -> SparkCdcError:
         tables = sorted({f"{r.schema}.{r.table}" for r, _ in chunk})
@@ -426,11 +457,17 @@ class MySQLApplier:
         )
         always_safe = force_safe or self.safe_mode
         for row, table in chunk:
-            safe = always_safe or (replicating_ts is not None and row.commit_ts <= replicating_ts)
+            safe = (
+                always_safe
+                or (replicating_ts is not None and row.commit_ts <= replicating_ts)
+                or (bool(self._replay_ts) and self._replay_ts.get((row.schema, row.table)) == row.commit_ts)
+            )
             planner.add(row, self.plan(table), safe)
         return planner.finish()
 
-    def _exec_chunk(self, chunk: list[Pair], replicating_ts: int | None, force_safe: bool) -> None:
+    def _exec_chunk(
+        self, chunk: list[Pair], replicating_ts: int | None, force_safe: bool, complete: bool
+    ) -> None:
         stmts = self.statements(chunk, replicating_ts, force_safe)
         conn = self.connection()
         conn.begin()
@@ -451,12 +488,19 @@ class MySQLApplier:
                 i += 1
             progress = None
             if self.progress_id is not None:
-                sql, args, progress = self._progress_statement(chunk)
+                sql, args, progress = self._progress_statement(chunk, complete)
                 cur.execute(sql, args)
                 self.stats.round_trips += 1
         conn.commit()
         if progress is not None:
             self._progress.update(progress)
+            end_ts = chunk[-1][0].commit_ts
+            if complete:
+                self._open_txn_ts, self._open_tables = None, set()
+            else:
+                if self._open_txn_ts != end_ts:
+                    self._open_txn_ts, self._open_tables = end_ts, set()
+                self._open_tables.update(k for k, v in progress.items() if v[0] == end_ts)
         self.stats.statements += len(stmts)
         self.stats.rows += len(chunk)
         self.stats.txns += 1

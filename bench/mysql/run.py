@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
 
@@ -51,7 +52,7 @@ TABLE = TableInfo(
 )
 
 
-def gen_rows(n: int) -> list[tuple[object, ...]]:
+def gen_rows(n: int) -> list[tuple[Any, ...]]:
     """Deterministic row images."""
     return [
         (

@@ -25,13 +25,13 @@ def parse_duration(text: str, key: str = "duration") -> float:
 class ParsedURI:
     """A URI split into parts, with a record of which query parameters were read."""
 
-    raw: str
+    raw: str = field(repr=False)
     scheme: str
     username: str | None
-    password: str | None
+    password: str | None = field(repr=False)
     hosts: list[tuple[str, int | None]]
     path: str
-    params: dict[str, str]
+    params: dict[str, str] = field(repr=False)
     _used: set[str] = field(default_factory=set, repr=False)
 
     @classmethod

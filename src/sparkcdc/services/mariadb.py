@@ -56,6 +56,8 @@ class LocalMariaDB:
         self.basedir = Path(datadir or tempfile.mkdtemp(prefix="sparkcdc-mariadb-"))
         self.datadir = self.basedir / "data"
         self.socket = str(self.basedir / "mysqld.sock")
+        # A private tmpdir: instances started at the same time must not share scratch files.
+        self.tmpdir = self.basedir / "tmp"
         self.extra_args = extra_args
         self.binlog = binlog
         self.keep = keep
@@ -77,10 +79,12 @@ class LocalMariaDB:
         """Initialise the data directory if needed, start the server and wait until it answers."""
         if not (self.datadir / "mysql").exists():
             self.datadir.mkdir(parents=True, exist_ok=True)
+            self.tmpdir.mkdir(parents=True, exist_ok=True)
             cmd = [
                 _find("mariadb-install-db", "mysql_install_db"),
                 "--no-defaults",
                 f"--datadir={self.datadir}",
+                f"--tmpdir={self.tmpdir}",
                 "--auth-root-authentication-method=normal",
                 "--skip-test-db",
                 "--user=root" if os.geteuid() == 0 else f"--user={os.getenv('USER', 'nobody')}",
@@ -92,6 +96,7 @@ class LocalMariaDB:
             _find("mariadbd", "mysqld"),
             "--no-defaults",
             f"--datadir={self.datadir}",
+            f"--tmpdir={self.tmpdir}",
             f"--port={self.port}",
             "--bind-address=127.0.0.1",
             f"--socket={self.socket}",
@@ -110,6 +115,7 @@ class LocalMariaDB:
         ]
         if os.geteuid() == 0:
             args.append("--user=root")
+        self.tmpdir.mkdir(parents=True, exist_ok=True)
         if self.binlog:
             args.extend(BINLOG_ARGS)
         args.extend(self.extra_args)

@@ -165,7 +165,9 @@ class RowReader:
                 elif isinstance(item, Idle):
                     self.position = item.at
                     yield item.at
-                    if not self.blocking:
+                    # The end can follow non-transaction events (a rotation, a binlog checkpoint):
+                    # no End reaches it, the idle position does.
+                    if not self.blocking or (end_key is not None and item.at.key() >= end_key):
                         return
                 elif isinstance(item, QueryItem):
                     continue

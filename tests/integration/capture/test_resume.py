@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -131,3 +132,20 @@ def test_a_position_inside_a_transaction_is_refused(mariadb: LocalMariaDB, fresh
     for pos in (inside[-1], full[-1].position.pos + 1 if full[-1].position else 5):
         with pytest.raises(ConfigError, match=r"not a transaction boundary.*SHOW MASTER STATUS"):
             offset_for_position(up, end.file, pos)
+
+
+@pytest.mark.timeout(60)
+def test_a_read_up_to_a_head_after_a_rotation_stops(mariadb: LocalMariaDB, fresh_db: str) -> None:
+    """The head can sit after non-transaction events (a new file's header, a binlog checkpoint)."""
+    up = UpstreamConfig.from_uri(mariadb.uri)
+    mariadb.execute(f"CREATE TABLE `{fresh_db}`.t (id INT PRIMARY KEY)")
+    start = head_offset(up)
+    mariadb.execute(f"INSERT INTO `{fresh_db}`.t VALUES (1)", "FLUSH BINARY LOGS")
+    end = head_offset(up)
+    assert end.file != start.file and end.ts == offset_for_position(up, end.file, 4).ts
+    t0 = time.monotonic()
+    rows, offsets = _full(up, start, end, fresh_db)  # a blocking reader: it must stop at `end`
+    assert time.monotonic() - t0 < 10
+    assert [r.after for r in rows] == [(1,)]
+    # A binlog checkpoint event may land after `end` was taken; the reader stops at the first idle point >= end.
+    assert offsets[-1].key() >= end.key() and offsets[-1].ts == end.ts

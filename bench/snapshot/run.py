@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
-from sparkcdc.services.mariadb import LocalMariaDB  # noqa: E402
+from sparkcdc.services.mariadb import LocalMariaDB
 
 DB = "bench_snapshot"
 TABLE = "t"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import signal
 import subprocess
@@ -96,15 +98,32 @@ class ServerProc:
         """An API client with this server's token."""
         return ApiClient(self.url, self.token)
 
-    def cli(self, *args: str, token: bool = True, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-        """Run ``sparkcdc cli ARGS --server URL [--auth-token T]``."""
+    def cli(
+        self, *args: str, token: bool = True, subprocess_: bool = False, timeout: float = 120
+    ) -> subprocess.CompletedProcess[str]:
+        """Run ``sparkcdc cli ARGS --server URL [--auth-token T]``.
+
+        In this process by default (the same ``main()`` the console script calls, without
+        an interpreter start per call); ``subprocess_=True`` runs the real command line.
+        """
         group_verb, rest = args[:2], args[2:]
-        cmd = [sys.executable, "-m", "sparkcdc.cli.main", "cli", *group_verb, "--server", self.url, *rest]
+        argv = ["cli", *group_verb, "--server", self.url, *rest]
         if token and self.token:
-            cmd += ["--auth-token", self.token]
-        return subprocess.run(
-            cmd, capture_output=True, text=True, timeout=timeout, env=_env(), cwd=self.workdir
-        )
+            argv += ["--auth-token", self.token]
+        if subprocess_:
+            cmd = [sys.executable, "-m", "sparkcdc.cli.main", *argv]
+            return subprocess.run(
+                cmd, capture_output=True, text=True, timeout=timeout, env=_env(), cwd=self.workdir
+            )
+        from sparkcdc.cli.main import main
+
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                rc = main(argv)
+            except SystemExit as exc:  # argparse refusals
+                rc = int(exc.code or 0)
+        return subprocess.CompletedProcess(argv, rc, out.getvalue(), err.getvalue())
 
     def log(self) -> str:
         try:

@@ -105,7 +105,7 @@ def no_secrets() -> None:
             assert secret not in text, f"secret leaked in: {text[:500]}"
 
 
-def wait_status(server: ServerProc, cf_id: str, pred: Any, what: str, timeout: float = 150) -> dict[str, Any]:
+def wait_status(server: ServerProc, cf_id: str, pred: Any, what: str, timeout: float = 300) -> dict[str, Any]:
     def probe() -> dict[str, Any] | None:
         st = status_of(server, cf_id)
         return st if pred(st) else None
@@ -125,6 +125,9 @@ def test_bad_inputs_are_refused(server: ServerProc, upstream: LocalMariaDB, tmp_
     out = f"file://{tmp_path}/bad?protocol=canal-json"
     up = up_uri(upstream)
     create = ("changefeed", "create", "--upstream-uri", up)
+    # the console script itself, once
+    res = server.cli(*create, "--sink-uri", out, "-c", "Bad_Id", subprocess_=True)
+    assert res.returncode == 2 and "[CDC:ErrInvalidChangefeedID]" in res.stderr, res.stderr
     refused(server, 2, "CDC:ErrInvalidChangefeedID", *create, "--sink-uri", out, "-c", "Bad_Id")
     refused(server, 2, "CDC:ErrSinkURIInvalid", *create, "--sink-uri", out + "&no-such-param=1", "-c", "x1")
     refused(server, 2, "CDC:ErrSinkURIInvalid", *create, "--sink-uri", "ftp://h/x", "-c", "x1")

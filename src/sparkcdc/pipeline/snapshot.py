@@ -38,7 +38,7 @@ from typing import Any, Protocol
 
 from sparkcdc.capture.offset import Offset
 from sparkcdc.capture.upstream import UpstreamConfig
-from sparkcdc.errors import ConfigError, SchemaError
+from sparkcdc.errors import ConfigError, SchemaError, TransientError
 from sparkcdc.model import TableInfo
 
 log = logging.getLogger(__name__)
@@ -82,6 +82,8 @@ class RangeState:
     """Key-less tables: the binlog position of the consistent read."""
     attempts: int = 0
     """How many tasks started reading this range."""
+    epoch: int = 0
+    """The run of the snapshot that last wrote this record; an older run's late task may not overwrite it."""
     started_at: float = 0.0
     finished_at: float = 0.0
 
@@ -108,12 +110,24 @@ class RangeStore(Protocol):
         ...
 
     def save(self, st: RangeState) -> None:
-        """Insert or replace one range's progress durably."""
+        """Insert or replace one range's progress durably; ``StaleRangeWriter`` if a newer run owns it."""
         ...
 
     def clear(self) -> None:
         """Forget every range (a plan that never finished)."""
         ...
+
+
+class StaleRangeWriter(TransientError):
+    """A task of an earlier run of the snapshot (outliving its driver) tried to write a range a newer run owns."""
+
+
+def _check_epoch(stored: RangeState | None, st: RangeState) -> None:
+    if stored is not None and stored.epoch > st.epoch:
+        raise StaleRangeWriter(
+            f"range {st.range_id} of {st.schema}.{st.table} belongs to snapshot run {stored.epoch}; "
+            f"this task of run {st.epoch} stops"
+        )
 
 
 class FileRangeStore:
@@ -138,15 +152,22 @@ class FileRangeStore:
         return sorted(out, key=lambda s: (s.schema, s.table, s.range_id))
 
     def save(self, st: RangeState) -> None:
-        """Atomic replace (write, fsync, rename)."""
+        """Atomic replace (write, fsync, rename) under a lock that fences tasks of older runs."""
+        import fcntl
+
         os.makedirs(self.directory, exist_ok=True)
         path = self._path(st.range_id)
-        tmp = f"{path}.{os.getpid()}.tmp"
-        with open(tmp, "w") as f:
-            json.dump(st.to_json(), f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        with open(path + ".lock", "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if os.path.exists(path):
+                with open(path) as f:
+                    _check_epoch(RangeState.from_json(json.load(f)), st)
+            tmp = f"{path}.{os.getpid()}.tmp"
+            with open(tmp, "w") as f:
+                json.dump(st.to_json(), f)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
 
     def clear(self) -> None:
         """Remove every range file."""
@@ -180,27 +201,31 @@ class MetaRangeStore:
             self._store = MetaStore.open(self.meta_uri)
         return self._store
 
+    @staticmethod
+    def _from_progress(p: Any) -> RangeState | None:
+        extra = dict(p.last_log_position or {}).get("snapshot", {})
+        if not extra:
+            return None
+        return RangeState.from_json(
+            {
+                **extra,
+                "range_id": p.range_id,
+                "schema": p.schema,
+                "table": p.table,
+                "snapshot_version": p.snapshot_version or 0,
+                "last_key": p.last_snapshot_key,
+                "rows_copied": p.rows_copied,
+                "parent": p.parent_range_id,
+            }
+        )
+
     def load_all(self) -> list[RangeState]:
         """Every range of the changefeed."""
         out = []
         for p in self._meta().get_range_progress(self.changefeed_id, self.namespace):
-            extra = dict(p.last_log_position or {}).get("snapshot", {})
-            if not extra:
-                continue
-            out.append(
-                RangeState.from_json(
-                    {
-                        **extra,
-                        "range_id": p.range_id,
-                        "schema": p.schema,
-                        "table": p.table,
-                        "snapshot_version": p.snapshot_version or 0,
-                        "last_key": p.last_snapshot_key,
-                        "rows_copied": p.rows_copied,
-                        "parent": p.parent_range_id,
-                    }
-                )
-            )
+            st = self._from_progress(p)
+            if st is not None:
+                out.append(st)
         return out
 
     def save(self, st: RangeState) -> None:
@@ -216,6 +241,8 @@ class MetaRangeStore:
             ),
             None,
         )
+        if current is not None:
+            _check_epoch(self._from_progress(current), st)
         d = st.to_json()
         extra = {
             k: v
@@ -267,6 +294,8 @@ class SnapshotTaskSpec:
     tables: dict[str, dict[str, Any]]
     """``schema\\x00table`` → TableInfo dict (the shapes at S)."""
     store: Any
+    epoch: int = 0
+    """This run of the snapshot (fences tasks of earlier runs that outlive their driver)."""
 
     def info(self, schema: str, table: str) -> TableInfo:
         """The shape of a snapshotted table."""
@@ -306,6 +335,7 @@ def read_range(spec: SnapshotTaskSpec, st: RangeState) -> RangeState:
     info = spec.info(st.schema, st.table)
     up = UpstreamConfig.from_uri(spec.upstream_uri)
     st.attempts += 1
+    st.epoch = spec.epoch
     st.started_at = st.started_at or time.time()
     spec.store.save(st)
     conn = up.connect(conv=cs.reader_conv())
@@ -326,7 +356,7 @@ def read_range(spec: SnapshotTaskSpec, st: RangeState) -> RangeState:
                     row = conv.convert(r)
                     keys.append(cs.key_token(row[i] for i in key_idx))
                     payloads.append(dump_images(None, row, None))
-                rel = f"{st.range_id}/{st.rows_copied + len(raw):012d}.parquet"
+                rel = f"{st.range_id}/{spec.epoch}-{st.rows_copied + len(raw):012d}.parquet"
                 _write_parquet(
                     os.path.join(spec.spool_dir, rel), st.schema, st.table, info.version, keys, payloads
                 )
@@ -357,6 +387,7 @@ def read_range(spec: SnapshotTaskSpec, st: RangeState) -> RangeState:
                                 last_key=st.last_key if ch.after == after else None,
                                 estimated_rows=ch.estimated_rows,
                                 parent=st.range_id,
+                                epoch=spec.epoch,
                             )
                         )
                     st.stage = STAGE_SPLIT
@@ -416,7 +447,7 @@ def _read_keyless(
     buf: list[bytes] = []
 
     def flush() -> None:
-        rel = f"{st.range_id}/{st.rows_copied + len(buf):012d}.parquet"
+        rel = f"{st.range_id}/{spec.epoch}-{st.rows_copied + len(buf):012d}.parquet"
         _write_parquet(
             os.path.join(spec.spool_dir, rel), st.schema, st.table, info.version, [""] * len(buf), buf
         )
@@ -590,7 +621,7 @@ class InitialSnapshot:
         rows = min(max(want, chunk), chunk * self.options.max_chunks_per_range)
         return max(rows, math.ceil(estimated / MAX_INITIAL_RANGES))
 
-    def plan(self, tables: list[TableInfo]) -> dict[str, Any]:
+    def plan(self, tables: list[TableInfo], epoch: int = 1) -> dict[str, Any]:
         """Ranges of every table, recorded in the store; resumed from ``plan.json`` when it exists."""
         from sparkcdc.capture import snapshot as cs
 
@@ -630,6 +661,7 @@ class InitialSnapshot:
                             upto=cs.encode_key(r.upto),
                             snapshot_version=self.handover.ts,
                             estimated_rows=r.estimated_rows,
+                            epoch=epoch,
                         )
                     )
                 log.info(
@@ -691,7 +723,9 @@ class InitialSnapshot:
             with open(self.done_path) as f:
                 return dict(json.load(f))
         tables = self.tables()
-        plan = self.plan(tables)
+        # Each run fences the tasks of earlier runs (which may outlive a killed driver for a moment).
+        epoch = max((s.epoch for s in self.store.load_all()), default=0) + 1
+        plan = self.plan(tables, epoch)
         infos = {f"{t.schema}\x00{t.table}": t.to_dict() for t in tables}
         self._estimated = sum(s.estimated_rows for s in self.store.load_all() if s.parent is None)
         spec = SnapshotTaskSpec(
@@ -704,6 +738,7 @@ class InitialSnapshot:
             handover=self.handover.to_json(),
             tables=infos,
             store=self.store,
+            epoch=epoch,
         )
         stop = threading.Event()
         monitor = threading.Thread(

@@ -267,3 +267,17 @@ def test_file_range_store_round_trip(tmp_path: Path) -> None:
     assert not got[1].finished and cs.decode_key(got[1].last_key) == (9,)
     store.clear()
     assert store.load_all() == []
+
+
+def test_a_task_of_an_older_run_cannot_overwrite_a_newer_runs_range(tmp_path: Path) -> None:
+    from sparkcdc.pipeline.snapshot import StaleRangeWriter
+
+    store = FileRangeStore(str(tmp_path / "ranges"))
+    old = RangeState(1, "db", "t", None, None, 77, rows_copied=10, epoch=1)
+    store.save(old)
+    new = RangeState(1, "db", "t", None, None, 77, rows_copied=10, epoch=2, attempts=2)
+    store.save(new)
+    old.rows_copied = 20
+    with pytest.raises(StaleRangeWriter, match="belongs to snapshot run 2"):
+        store.save(old)
+    assert store.load_all()[0].rows_copied == 10 and store.load_all()[0].epoch == 2

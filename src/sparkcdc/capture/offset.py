@@ -1,9 +1,9 @@
 """Binlog offsets: a transaction boundary plus the commit_ts chain state there.
 
 ``commit_ts`` is derived from the binlog alone, so every replay computes the same
-value: per binlog file the chain starts at ``base(FDE second) + 2**17 + (file
-sequence mod 32) * 4096`` (so files rotated within one second still follow each
-other, up to 4096 transactions per file in that second) and each
+value: per binlog file the chain starts at ``base(FDE second) + 2**17`` — or, when
+the previous file was created in the same second, at that file's last commit_ts
+if larger (files rotated within one second still follow each other) — and each
 transaction gets ``max(previous + 1, base(its header second))`` where
 ``base(s) = s * 1000 << 18``. An offset carries ``ts`` = the commit_ts of the last
 transaction before it, so a reader can resume mid-file without rescanning.
@@ -26,13 +26,9 @@ def base_ts(seconds: int) -> int:
     return (seconds * 1000) << LOGICAL_BITS
 
 
-FILE_STEP = 4096
-"""Logical room per binlog file rotated within the same second."""
-
-
-def file_start_ts(fde_seconds: int, file_name: str = "") -> int:
-    """Chain state at the start of a binlog file created at ``fde_seconds``."""
-    return base_ts(fde_seconds) + FILE_SLACK + (file_seq(file_name) % 32) * FILE_STEP
+def file_start_ts(fde_seconds: int) -> int:
+    """Chain state at the start of a binlog file created at ``fde_seconds`` (before the same-second rule)."""
+    return base_ts(fde_seconds) + FILE_SLACK
 
 
 def next_ts(prev: int, header_seconds: int) -> int:

@@ -25,12 +25,36 @@ def query_tso(up: UpstreamConfig) -> int:
     return head_offset(up).ts
 
 
-def _file_start(up: UpstreamConfig, name: str) -> tuple[int, int | None]:
+def _first_info(up: UpstreamConfig, name: str) -> dict[str, int | None]:
     with BinlogStream(up, name, 4, blocking=False) as s:
         info = first_event_info(s)
     if info["fde_ts"] is None:
         raise BinlogPurgedError(f"binlog file {name} has no format description event")
-    return file_start_ts(int(info["fde_ts"]), name), info["gtid_list_count"]
+    return info
+
+
+def _file_start(up: UpstreamConfig, name: str, files: list[str] | None = None) -> tuple[int, int | None]:
+    """Chain state at the start of a binlog file, and the size of its GTID list."""
+    info = _first_info(up, name)
+    fde = int(info["fde_ts"] or 0)
+    ts = file_start_ts(fde)
+    if files is None:
+        conn = up.connect()
+        try:
+            files = [f for f, _ in binary_logs(conn)]
+        finally:
+            conn.close()
+    idx = files.index(name) if name in files else -1
+    if idx > 0 and _first_info(up, files[idx - 1])["fde_ts"] == fde:
+        # Created in the same second as the previous file: continue after that file's chain.
+        prev = files[idx - 1]
+        prev_start = _file_start(up, prev, files)[0]
+        end = prev_start
+        for txn in Scanner(up).scan(Offset(prev, 4, prev_start), stop=lambda t: t.end.file != prev):
+            if txn.end.file == prev:
+                end = txn.ts
+        ts = max(ts, end)
+    return ts, info["gtid_list_count"]
 
 
 def offset_for_ts(up: UpstreamConfig, start_ts: int) -> Offset:
@@ -48,7 +72,7 @@ def offset_for_ts(up: UpstreamConfig, start_ts: int) -> Offset:
 
     def start_of(i: int) -> int:
         if i not in starts:
-            starts[i] = _file_start(up, files[i])
+            starts[i] = _file_start(up, files[i], files)
         return starts[i][0]
 
     if start_ts < start_of(0):

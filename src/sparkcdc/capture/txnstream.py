@@ -179,9 +179,10 @@ class TxnStream:
                 self._new_file = True
             return
         if t == P.FORMAT_DESCRIPTION_EVENT:
-            # A file's own FDE (real or resent at dump start) fixes the chain at its start.
+            # A file's own FDE (real or resent at dump start) fixes the chain at its start; a
+            # chain carried over from the previous file (same-second rotation) is never lowered.
             if self.pos <= 4 or getattr(self, "_new_file", False):
-                self.ts = file_start_ts(_fde_created(ev), self.file)
+                self.ts = max(file_start_ts(_fde_created(ev)), self.ts)
                 self._new_file = False
             self._advance(ev)
             return

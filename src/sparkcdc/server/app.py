@@ -10,6 +10,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from sqlalchemy.exc import SQLAlchemyError
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
@@ -18,7 +19,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from sparkcdc import __version__
-from sparkcdc.errors import AuthError, SparkCdcError, http_status
+from sparkcdc.errors import AuthError, SparkCdcError, TransientError, http_status
 from sparkcdc.meta import MetaStore
 from sparkcdc.server.service import ChangefeedService, invalid_param, validate_namespace
 
@@ -166,6 +167,15 @@ def create_app(state: ServerState) -> Starlette:
                 return await handler(request)
             except SparkCdcError as err:
                 return error_response(err)
+            except SQLAlchemyError as exc:
+                log.warning(
+                    "meta database error on %s %s: %s", request.method, request.url.path, type(exc).__name__
+                )
+                unavailable = TransientError(
+                    f"the meta database is unavailable ({type(exc).__name__}); retry shortly",
+                    code="CDC:ErrMetaStoreUnavailable",
+                )
+                return _json(unavailable.to_dict(), 503)
 
         return wrapper
 

@@ -314,3 +314,10 @@ def test_namespaces_are_separate(client: TestClient, store: MetaStore, tmp_path:
     assert client.get("/api/v2/changefeeds/same", params={"namespace": "team-b"}).json()["state"] == "stopped"
     assert client.get("/api/v2/changefeeds", params={"namespace": "team-b"}).json()["total"] == 1
     assert client.get("/api/v2/changefeeds").json()["total"] == 2
+
+
+def test_meta_database_loss_is_a_503(client: TestClient, store: MetaStore) -> None:
+    db = Path(str(store.engine.url.database))
+    db.rename(db.with_suffix(".gone"))  # a real fault: the meta database file disappears
+    err(client.get("/api/v2/changefeeds"), 503, "CDC:ErrMetaStoreUnavailable", "retry shortly")
+    assert client.get("/api/v2/health").status_code == 200

@@ -110,6 +110,8 @@ class Scheduler:
         self.max_changefeeds = max_changefeeds
         self.clock = clock
         self.tasks: dict[tuple[str, str], _Task] = {}
+        self.claim_grace = self.lease_seconds / 2
+        self._claimable_since: dict[tuple[str, str], float] = {}
         self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="sparkcdc-runner")
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -431,9 +433,31 @@ class Scheduler:
 
     def _claim(self) -> None:
         if self.max_changefeeds is not None and len(self.tasks) >= self.max_changefeeds:
+            self._claimable_since.clear()
             return
-        for row in self.store.claimable_changefeeds():
+        claimable = self.store.claimable_changefeeds()
+        if not claimable:
+            self._claimable_since.clear()
+            return
+        now = self.clock()
+        self._claimable_since = {r.key: self._claimable_since.get(r.key, now) for r in claimable}
+        others = [
+            len(s.owned)
+            for s in self.store.list_servers(alive_within=self.lease_seconds * 3)
+            if s.id != self.server_id
+        ]
+        least_loaded_other = min(others, default=None)
+        for row in claimable:
             if row.key in self.tasks:
+                continue
+            # Spread changefeeds: leave a fresh one to a live server that runs fewer, but only
+            # for a grace period, so one that never claims (full, or API only) cannot starve it.
+            waited = now - self._claimable_since[row.key]
+            if (
+                least_loaded_other is not None
+                and least_loaded_other < len(self.tasks)
+                and waited < self.claim_grace
+            ):
                 continue
             if self.max_changefeeds is not None and len(self.tasks) >= self.max_changefeeds:
                 return

@@ -342,3 +342,30 @@ def test_max_changefeeds_limits_claims(store: MetaStore, tmp_path: Path) -> None
     s = make(store, runner, tmp_path, max_changefeeds=1)
     settle(s)
     assert len(s.tasks) == 1 and len(store.claimable_changefeeds()) == 1
+
+
+def test_two_servers_spread_changefeeds_but_never_starve_one(
+    uri: str, store: MetaStore, tmp_path: Path
+) -> None:
+    now = [0.0]
+    other = MetaStore.open(uri)
+    ra, rb = FakeRunner(), FakeRunner()
+    a = make(store, ra, tmp_path / "a", clock=lambda: now[0])
+    b = make(other, rb, tmp_path / "b", server_id="srv-b", clock=lambda: now[0])
+    b.tick()  # b is alive (heartbeat) with nothing to run
+    create(store, "first")
+    settle(a)
+    create(store, "second")
+    settle(a)  # a already runs one and b runs none: a leaves "second" to b for a while
+    assert [h.spec.changefeed_id for h in ra.handles] == ["first"]
+    settle(b)
+    assert [h.spec.changefeed_id for h in rb.handles] == ["second"]
+    # a live server that never claims (API only) delays a new changefeed by the grace period only
+    store.heartbeat_server("srv-api-only", "127.0.0.1:3", "0.1")
+    create(store, "third")
+    settle(a)
+    assert len(ra.handles) == 1
+    now[0] += a.claim_grace + 0.1
+    settle(a)
+    assert [h.spec.changefeed_id for h in ra.handles] == ["first", "third"]
+    other.close()

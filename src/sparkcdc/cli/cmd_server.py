@@ -63,5 +63,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     )
     p.add_argument("--data-dir", default=None, help="where Spark checkpoints of running changefeeds live")
     p.add_argument("--advertise-addr", default=None, help="HOST:PORT other tools see (default: --listen)")
-    p.add_argument("--max-changefeeds", type=int, default=None, help="run at most this many changefeeds here")
+    p.add_argument(
+        "--max-changefeeds",
+        type=int,
+        default=None,
+        help="run at most this many changefeeds here (0: serve the API only)",
+    )
     p.set_defaults(func=run)

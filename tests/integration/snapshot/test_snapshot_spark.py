@@ -188,6 +188,7 @@ def test_progress_in_the_meta_store_and_a_finished_range_is_not_read_again(
         handover=snap.handover.to_json(),
         tables={f"{db}\x00t": snap.tables()[0].to_dict()},
         store=store,
+        epoch=1,
     )
     done_first = read_range(spec, first)
     assert done_first.stage == STAGE_DONE and done_first.attempts == 1

@@ -6,6 +6,7 @@ as a streaming query in this server's SparkSession (created on first use).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 from collections.abc import Callable
@@ -55,6 +56,11 @@ class RunSpec:
     start_ts: int | None
     target_ts: int | None
     checkpoint_dir: str
+    namespace: str = "default"
+    meta_uri: str = ""
+    """The meta database, for pipelines that keep per-range progress there."""
+    epoch: int = 0
+    """The claim this run belongs to (bumped by every claim)."""
 
 
 class ChangefeedRunner(Protocol):
@@ -104,15 +110,21 @@ class SparkChangefeedRunner:
                 "install a complete sparkcdc",
                 code="CDC:ErrPipelineMissing",
             ) from exc
-        pipeline_spec = ChangefeedSpec(
-            changefeed_id=spec.changefeed_id,
-            upstream_uri=spec.upstream_uri,
-            sink_uri=spec.sink_uri,
-            config=spec.config,
-            start_ts=spec.start_ts,
-            target_ts=spec.target_ts,
-            checkpoint_dir=spec.checkpoint_dir,
-        )
+        kwargs: dict[str, Any] = {
+            "changefeed_id": spec.changefeed_id,
+            "upstream_uri": spec.upstream_uri,
+            "sink_uri": spec.sink_uri,
+            "config": spec.config,
+            "start_ts": spec.start_ts,
+            "target_ts": spec.target_ts,
+            "checkpoint_dir": spec.checkpoint_dir,
+        }
+        # Optional fields, passed on when this pipeline's spec has them.
+        known = {f.name for f in dataclasses.fields(ChangefeedSpec)}
+        for name in ("namespace", "meta_uri", "epoch"):
+            if name in known:
+                kwargs[name] = getattr(spec, name)
+        pipeline_spec = ChangefeedSpec(**kwargs)
         handle: RunningHandle = start_changefeed(self.spark(), pipeline_spec, on_progress)
         return handle
 

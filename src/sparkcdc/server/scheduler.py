@@ -355,6 +355,9 @@ class Scheduler:
             start_ts=start_ts,
             target_ts=row.target_ts or None,
             checkpoint_dir=str(ckpt_dir),
+            namespace=row.namespace,
+            meta_uri=self.store.uri,
+            epoch=task.epoch,
         )
         log.info("changefeed %s: starting from ts %s into %s", task.label, start_ts, redact_uri(row.sink_uri))
 

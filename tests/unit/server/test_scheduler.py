@@ -126,6 +126,7 @@ def test_claims_starts_from_the_checkpoint_and_records_progress(store: MetaStore
     settle(s)
     (h,) = runner.handles
     assert h.spec.start_ts == 100 and h.spec.target_ts is None
+    assert (h.spec.namespace, h.spec.meta_uri, h.spec.epoch) == ("default", store.uri, 1)
     assert h.spec.config.filter.rules == ["app.*"]
     assert Path(h.spec.checkpoint_dir) == tmp_path / "data" / "changefeeds" / "default" / "cf-1" / "epoch-1"
     row = store.get_changefeed("cf-1")

@@ -220,9 +220,13 @@ class RunningChangefeed:
             if self.query is not None and not self.query.isActive:
                 break
             try:
-                head = scanner.head(self.last_end)
-                self._caught_up = head.key() == self.last_end.key()
-                if self._caught_up and self.spec.target_ts is not None and self._target_passed():
+                target = self.spec.target_ts
+                nxt = next(iter(scanner.scan(self.last_end, max_bytes=1)), None)
+                self._caught_up = nxt is None
+                if target is not None and (
+                    (nxt is not None and nxt.ts > target)  # the source stops before it: all ≤ target is out
+                    or (nxt is None and self._target_passed())
+                ):
                     self._finished.set()
             except SparkCdcError as err:
                 log.warning("progress probe failed: %s", err.message)

@@ -221,7 +221,11 @@ class RunningChangefeed:
                 break
             try:
                 target = self.spec.target_ts
-                nxt = next(iter(scanner.scan(self.last_end, max_bytes=1)), None)
+                scan = scanner.scan(self.last_end, max_bytes=1)
+                try:
+                    nxt = next(scan, None)
+                finally:
+                    scan.close()
                 self._caught_up = nxt is None
                 if target is not None and (
                     (nxt is not None and nxt.ts > target)  # the source stops before it: all ≤ target is out

@@ -190,6 +190,8 @@ def main() -> None:
                     "rows_per_s": round(n / snap_s),
                     "read_phase_seconds": report["read_seconds"],
                     "read_phase_rows_per_s": round(n / max(report["read_seconds"], 1e-9)),
+                    "correct_phase_seconds": report["correct_seconds"],
+                    "write_phase_seconds": report["write_seconds"],
                     "ranges": report["ranges"],
                 },
             }
@@ -208,6 +210,9 @@ def main() -> None:
         print(
             f"{'  of which parallel read':<28}{s['read_phase_seconds']:>10.2f}{s['read_phase_rows_per_s']:>12,}"
         )
+        print(f"{'  binlog corrections':<28}{s['correct_phase_seconds']:>10.2f}")
+        w = s["write_phase_seconds"]
+        print(f"{'  write through the sink':<28}{w:>10.2f}{round(n / max(w, 1e-9)):>12,}")
         print(
             f"snapshot / dump rate: {results['snapshot_vs_dump']:.0%}  (read phase: {results['read_phase_vs_dump']:.0%})"
         )

@@ -754,10 +754,12 @@ class InitialSnapshot:
             self._report()
             states = self.store.load_all()
             head, corrections_df, touched = self._corrections(tables)
+            t_correct = time.monotonic() - t0 - t_read
             self.phase = "writing"
             self._report()
             rows_df = self._final_rows(states, corrections_df, tables)
             rows = write(rows_df, self.handover.ts)
+            t_write = time.monotonic() - t0 - t_read - t_correct
             report = {
                 "handover": self.handover.to_json(),
                 "head": head.to_json(),
@@ -768,6 +770,8 @@ class InitialSnapshot:
                 "splits": sum(1 for s in states if s.stage == STAGE_SPLIT),
                 "rounds": rounds,
                 "read_seconds": round(t_read, 3),
+                "correct_seconds": round(t_correct, 3),
+                "write_seconds": round(t_write, 3),
                 "seconds": round(time.monotonic() - t0, 3),
             }
             self._write_json(self.done_path, report)

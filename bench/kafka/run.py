@@ -82,20 +82,24 @@ class RssSampler(threading.Thread):
         self.peak_total = 0
         self.peak_jvm = 0
         self.peak_python = 0
+        self.peak_pss = 0
         self.samples = 0
         self._stop_event = threading.Event()
         self._me = psutil.Process()
 
     def sample(self) -> None:
         """One sample of the whole process tree."""
-        total = jvm = python = 0
+        total = jvm = python = pss = 0
         for p in [self._me, *self._me.children(recursive=True)]:
             try:
-                rss = int(p.memory_info().rss)
+                mem = p.memory_full_info()
+                rss = int(mem.rss)
                 name = p.name()
             except (psutil.NoSuchProcess, psutil.AccessDenied):
                 continue  # a Python worker that just exited
             total += rss
+            # forked Python workers share pages: RSS counts them in every worker, PSS splits them
+            pss += int(getattr(mem, "pss", rss))
             if name == "java":
                 jvm += rss
             else:
@@ -103,6 +107,7 @@ class RssSampler(threading.Thread):
         self.peak_total = max(self.peak_total, total)
         self.peak_jvm = max(self.peak_jvm, jvm)
         self.peak_python = max(self.peak_python, python)
+        self.peak_pss = max(self.peak_pss, pss)
         self.samples += 1
 
     def run(self) -> None:
@@ -135,6 +140,9 @@ def run_pipeline(spec: dict[str, Any]) -> dict[str, Any]:
         if p.batches >= 1 and not first_commit:
             first_commit.append(time.time())
 
+    config: dict[str, Any] = {"filter": {"rules": spec["rules"]}}
+    if spec.get("partition"):
+        config["sink"] = {"dispatchers": [{"matcher": spec["rules"], "partition": spec["partition"]}]}
     t_spark = time.time()
     spark = get_spark(spec["master"])
     t_query = time.time()
@@ -143,7 +151,7 @@ def run_pipeline(spec: dict[str, Any]) -> dict[str, Any]:
             changefeed_id=spec["id"],
             upstream_uri=spec["upstream"],
             sink_uri=spec["sink"],
-            config=ReplicaConfig.from_dict({"filter": {"rules": spec["rules"]}}),
+            config=ReplicaConfig.from_dict(config),
             start_ts=spec["start_ts"],
             target_ts=spec.get("target_ts"),
             checkpoint_dir=state,
@@ -173,6 +181,12 @@ def run_pipeline(spec: dict[str, Any]) -> dict[str, Any]:
                 exc = running.exception()
                 error = exc.message if exc is not None else f"not finished within {spec['timeout']}s"
             prog = running.progress()
+            # Spark posts a batch's progress after foreachBatch returns, i.e. after target-ts was seen.
+            deadline = time.monotonic() + 30
+            durations = batch_durations(running.query)
+            while len(durations.get("addBatch", [])) < prog.batches and time.monotonic() < deadline:
+                time.sleep(0.2)
+                durations = batch_durations(running.query)
         finally:
             running.stop()
     sampler.stop()
@@ -188,9 +202,38 @@ def run_pipeline(spec: dict[str, Any]) -> dict[str, Any]:
         "peak_total": sampler.peak_total,
         "peak_jvm": sampler.peak_jvm,
         "peak_python": sampler.peak_python,
+        "peak_pss": sampler.peak_pss,
+        "durations": durations,
         "samples": sampler.samples,
         "error": error,
     }
+
+
+def batch_durations(query: Any) -> dict[str, list[int]]:
+    """Spark's durationMs of each recent micro-batch, by phase (addBatch is the sink write)."""
+    out: dict[str, list[int]] = {}
+    try:
+        progress = query.recentProgress
+    except Exception as exc:  # a failed query may not answer; the figures are optional
+        print(f"no Spark progress: {exc}", file=sys.stderr)
+        return out
+    for p in progress:
+        if not p.numInputRows and p.batchId != 0:
+            continue  # the monitor's empty polls
+        for k, v in (p.durationMs or {}).items():
+            out.setdefault(k, []).append(int(v))
+    return out
+
+
+def _phases(d: dict[str, list[int]], agg: str = "sum") -> str:
+    keys = ("latestOffset", "queryPlanning", "addBatch", "walCommit", "commitOffsets", "triggerExecution")
+    parts = []
+    for k in keys:
+        v = d.get(k)
+        if v:
+            x = sum(v) if agg == "sum" else statistics.median(v)
+            parts.append(f"{k} {x / 1000:.1f}s")
+    return ", ".join(parts)
 
 
 @dataclass
@@ -308,6 +351,7 @@ def measure_e2e(db: Any, w: Any, protocol: str, args: argparse.Namespace) -> dic
                 "master": args.master,
                 "trigger": args.trigger_interval,
                 "timeout": args.timeout,
+                "partition": args.partition,
             }
             child = Child.spawn(spec)
             try:
@@ -537,6 +581,7 @@ def measure_latency(db: Any, args: argparse.Namespace) -> dict[str, Any]:
         "steady_rows": len(steady_broker),
         "peak_total": r["peak_total"],
         "batches": r["batches"],
+        "durations": r["durations"],
     }
 
 
@@ -553,6 +598,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rows", type=int, default=200_000, help="row changes in the workload (default 200000)")
     ap.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
     ap.add_argument("--trigger-interval", default="200 milliseconds", help="micro-batch trigger")
+    ap.add_argument(
+        "--partition",
+        default="",
+        help="partition dispatcher of the throughput runs (table, ts, index-value, ...; default: TiCDC's default)",
+    )
     ap.add_argument("--timeout", type=float, default=1800, help="seconds a changefeed may take")
     ap.add_argument(
         "--latency-seconds", type=float, default=30, help="length of the paced write (default 30)"
@@ -616,6 +666,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     print()
     print("total s: Spark session start to target-ts reached; query s: start_changefeed to target-ts reached")
+    print(
+        f"partition dispatcher: {args.partition or 'TiCDC default'}; Spark master {args.master}; trigger {args.trigger_interval}"
+    )
     for name, r in (("canal-json", canal), ("avro", avro)):
         first = r["t_first_commit"] - r["t_query"] if r["t_first_commit"] else float("nan")
         print(
@@ -623,8 +676,10 @@ def main(argv: list[str] | None = None) -> int:
             f"(with Spark start-up), {r['rows'] / r['query_seconds'] / base_rate:.2f}x (query only); "
             f"Spark start-up {r['spark_start_s']:.1f}s, start_changefeed returned after "
             f"{r['t_started'] - r['t_query']:.1f}s, first batch committed {first:.1f}s after the query "
-            f"start, {r['batches']} batches; peak RSS JVM {_mb(r['peak_jvm'])} MB + Python {_mb(r['peak_python'])} MB"
+            f"start, {r['batches']} batches; peak RSS JVM {_mb(r['peak_jvm'])} MB + Python processes "
+            f"{_mb(r['peak_python'])} MB (peak PSS of the tree {_mb(r['peak_pss'])} MB)"
         )
+        print(f"    Spark phases, summed over batches: {_phases(r['durations'])}")
     bad = [
         n
         for n, r in (("canal-json", canal), ("avro", avro))
@@ -654,6 +709,7 @@ def main(argv: list[str] | None = None) -> int:
             f"commit -> broker including the warm-up: median {lat['broker_all'][0]:.0f} ms, "
             f"p90 {lat['broker_all'][1]:.0f} ms"
         )
+        print(f"Spark phases, median per batch: {_phases(lat['durations'], 'median')}")
         if lat["received"] != lat["writer_rows"]:
             print(f"WARNING: the consumer received {lat['received']} of {lat['writer_rows']} rows")
     print(f"(one run; the machine's load average is {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)")

@@ -46,6 +46,9 @@ class ChangefeedSpec:
     checkpoint_dir: str = ""
     trigger_interval: str = "200 milliseconds"
     max_batch_bytes: int = 64 << 20
+    meta_uri: str = ""
+    """The meta database (the server sets it): the initial snapshot keeps its range progress there."""
+    namespace: str = "default"
 
 
 @dataclass
@@ -352,7 +355,7 @@ def start_changefeed(
     running = RunningChangefeed(spec, sink, up, start, on_progress)
     writer = BatchWriter(sink, _spark_checkpoint(spec), history_path, spec.changefeed_id, running.on_commit)
     if cfg.snapshot.mode == "initial":
-        from sparkcdc.pipeline.snapshot import run_initial_snapshot, snapshot_progress
+        from sparkcdc.pipeline.snapshot import MetaRangeStore, run_initial_snapshot, snapshot_progress
 
         run_initial_snapshot(
             spark,
@@ -364,6 +367,9 @@ def start_changefeed(
             config=cfg,
             writer=writer,
             on_figures=snapshot_progress(running, on_progress),
+            store=MetaRangeStore(spec.meta_uri, spec.changefeed_id, spec.namespace)
+            if spec.meta_uri
+            else None,
         )
     df = spark.readStream.format("sparkcdc_binlog").option("spec", json.dumps(src.to_json())).load()
     log.info(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -202,7 +202,7 @@ class Scanner:
         max_bytes: int | None = None,
         stop: Callable[[TxnInfo], bool] | None = None,
         blocking: bool = False,
-    ) -> Iterator[TxnInfo]:
+    ) -> Generator[TxnInfo, None, None]:
         """Transactions after ``start`` up to the current end of the binlog (non-blocking)."""
         stream = BinlogStream(
             self.upstream, start.file, start.pos, blocking=blocking, heartbeat_s=self.heartbeat_s

@@ -80,6 +80,9 @@ class BatchPlan:
         d = self.end.to_json()
         if self.is_ddl:
             d["ddl"] = [ddl_to_dict(e) for e in self.ddls]
+        else:
+            # How many Spark partitions read the batch: one means rows arrive already in commit order.
+            d["segments"] = len(self.segments)
         return d
 
 

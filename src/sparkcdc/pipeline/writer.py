@@ -14,7 +14,7 @@ import fsspec
 
 from sparkcdc.model import RowChange, TableInfo
 from sparkcdc.pipeline.plan import ddls_of, offset_of
-from sparkcdc.sink.base import PartitionWriter, Sink, WriterContext
+from sparkcdc.sink.base import PartitionWriter, Sink, WriterContext, table_route
 
 log = logging.getLogger(__name__)
 
@@ -99,6 +99,9 @@ def make_writer(
 
         writers: dict[int, PartitionWriter] = {}
         counts: dict[int, int] = {}
+        custom_route = _has_custom_route(sink)
+        n_routes = max(1, sink.num_writers)
+        table_routes: dict[tuple[str, str], int] = {}
         infos: dict[Any, TableInfo] = {}
         ctx_tables: dict[tuple[str, str, int], TableInfo] = {}
         try:
@@ -107,7 +110,15 @@ def make_writer(
                 routes = cols.get("route")
                 for i in range(rb.num_rows):
                     row, info = _row_at(cols, i, tables, infos)
-                    r = routes[i] if routes is not None else 0
+                    if routes is not None:
+                        r = routes[i]
+                    elif custom_route:
+                        r = sink.route(row, info)
+                    else:
+                        key = (row.schema, row.table)
+                        r = table_routes.get(key, -1)
+                        if r < 0:
+                            r = table_routes[key] = table_route(row.schema, row.table, n_routes)
                     w = writers.get(r)
                     if w is None:
                         if not ctx_tables:
@@ -169,14 +180,32 @@ class BatchWriter:
             self.sink.commit(batch_id, [], end_off.ts)
             self.on_commit(BatchResult(batch_id, end_off.ts, end, 0, len(ddls), time.monotonic() - t0))
             return
+        res = self._write_df(df, batch_id, end_off.ts, int(end.get("segments", 2)))
+        self.on_commit(BatchResult(batch_id, end_off.ts, end, res.rows, 0, time.monotonic() - t0))
+
+    def write_rows(self, df: Any, batch_id: int, checkpoint_ts: int) -> BatchResult:
+        """Write a DataFrame of rows (``SOURCE_SCHEMA``) as one batch committed at ``checkpoint_ts``.
+
+        For rows that do not come from a streaming batch (the initial snapshot): no DDL, the
+        shapes are the schema history's at ``checkpoint_ts``, and ``on_commit`` is not called.
+        """
+        return self._write_df(df, batch_id, checkpoint_ts, segments=2)
+
+    def _write_df(self, df: Any, batch_id: int, checkpoint_ts: int, segments: int) -> BatchResult:
+        """Route, order and write a DataFrame of rows, then commit the sink at ``checkpoint_ts``."""
+        from pyspark.sql import functions as F
+
+        t0 = time.monotonic()
         history = self.history_cls.open(self.history_store)
-        catalog = history.catalog_at(end_off.ts)
+        catalog = history.catalog_at(checkpoint_ts)
         tables = {(t.schema, t.table): t.to_dict() for t in catalog.tables()}
         sink = self.sink
         n = max(1, sink.num_writers)
-        from pyspark.sql import functions as F
-
-        if n == 1:
+        if segments <= 1:
+            # One source partition: rows already arrive in (commit_ts, seq) order and one task
+            # writes every route group, so no shuffle and no sort.
+            shaped = df
+        elif n == 1:
             shaped = df.coalesce(1).sortWithinPartitions("commit_ts", "seq")
         else:
             if _has_custom_route(sink):
@@ -192,43 +221,6 @@ class BatchWriter:
                     ).cast("int"),
                 )
             # Several route groups may share a Spark task: the writer function keeps one writer per group.
-            tasks = min(n, max(1, int(df.sparkSession.sparkContext.defaultParallelism)))
-            shaped = routed.repartition(tasks, "route").sortWithinPartitions("commit_ts", "seq")
-        out = shaped.mapInArrow(make_writer(sink, tables, self.changefeed_id, batch_id), "msg string")
-        messages = [json.loads(r.msg) for r in out.collect()]
-        rows = sum(m["rows"] for m in messages)
-        sink.commit(batch_id, [m["sink"] for m in messages], end_off.ts)
-        self.on_commit(BatchResult(batch_id, end_off.ts, end, rows, 0, time.monotonic() - t0))
-
-    def write_rows(self, df: Any, batch_id: int, checkpoint_ts: int) -> BatchResult:
-        """Write a DataFrame of rows (``SOURCE_SCHEMA``) as one batch committed at ``checkpoint_ts``.
-
-        For rows that do not come from a streaming batch (the initial snapshot): no DDL, the
-        shapes are the schema history's at ``checkpoint_ts``, and ``on_commit`` is not called.
-        """
-        from pyspark.sql import functions as F
-
-        t0 = time.monotonic()
-        history = self.history_cls.open(self.history_store)
-        catalog = history.catalog_at(checkpoint_ts)
-        tables = {(t.schema, t.table): t.to_dict() for t in catalog.tables()}
-        sink = self.sink
-        n = max(1, sink.num_writers)
-        if n == 1:
-            shaped = df.coalesce(1).sortWithinPartitions("commit_ts", "seq")
-        else:
-            if _has_custom_route(sink):
-                from pyspark.sql.types import IntegerType, StructField, StructType
-
-                schema = StructType([*df.schema.fields, StructField("route", IntegerType())])
-                routed = df.mapInArrow(make_router(sink, tables), schema)
-            else:
-                routed = df.withColumn(
-                    "route",
-                    F.pmod(
-                        F.crc32(F.encode(F.concat(F.col("schema"), F.col("table")), "UTF-8")), F.lit(n)
-                    ).cast("int"),
-                )
             tasks = min(n, max(1, int(df.sparkSession.sparkContext.defaultParallelism)))
             shaped = routed.repartition(tasks, "route").sortWithinPartitions("commit_ts", "seq")
         out = shaped.mapInArrow(make_writer(sink, tables, self.changefeed_id, batch_id), "msg string")

@@ -89,6 +89,19 @@ def run(args: argparse.Namespace) -> int:
         if now - last_print[0] < 1.0:
             return
         last_print[0] = now
+        if p.snapshot_phase and p.snapshot_phase != "done":
+            eta = f", ETA {p.snapshot_eta_s:.0f}s" if p.snapshot_eta_s is not None else ""
+            line = (
+                f"changefeed {spec.changefeed_id}: snapshot {p.snapshot_phase}: {p.snapshot_rows} rows copied, "  # type: ignore[attr-defined]
+                f"ranges {p.snapshot_ranges_done}/{p.snapshot_ranges_total}{eta}"
+            )
+            print(
+                ("\r" + line + "\x1b[K") if tty else line,
+                file=sys.stderr,
+                end="" if tty else "\n",
+                flush=True,
+            )
+            return
         line = (
             f"changefeed {spec.changefeed_id}: checkpoint-ts {p.checkpoint_ts} "  # type: ignore[attr-defined]
             f"({time.strftime('%H:%M:%S', time.gmtime(physical_ms(p.checkpoint_ts) / 1000))} UTC) "

@@ -30,37 +30,54 @@ def decimal_size(precision: int, scale: int) -> int:
     return (intg // 9) * 4 + DIG2BYTES[intg % 9] + (scale // 9) * 4 + DIG2BYTES[scale % 9]
 
 
-def decode_decimal(raw: bytes, precision: int, scale: int) -> Decimal:
-    """MySQL's binary DECIMAL format to a Decimal with exactly ``scale`` digits."""
-    b = bytearray(raw)
-    positive = bool(b[0] & 0x80)
-    b[0] ^= 0x80
-    if not positive:
-        b = bytearray(x ^ 0xFF for x in b)
+_DEC_LAYOUTS: dict[tuple[int, int], tuple[tuple[tuple[int, int, int], ...], tuple[tuple[int, int, int], ...]]] = {}
+
+
+def _decimal_layout(
+    precision: int, scale: int
+) -> tuple[tuple[tuple[int, int, int], ...], tuple[tuple[int, int, int], ...]]:
+    """(offset, size, digits) of the integer groups and of the fraction groups."""
+    key = (precision, scale)
+    got = _DEC_LAYOUTS.get(key)
+    if got is not None:
+        return got
     intg = precision - scale
     intg0, intg0x = divmod(intg, 9)
     frac0, frac0x = divmod(scale, 9)
     p = 0
-    parts = []
+    ints: list[tuple[int, int, int]] = []
     if intg0x:
-        sz = DIG2BYTES[intg0x]
-        parts.append(str(int.from_bytes(b[p : p + sz], "big")))
-        p += sz
+        ints.append((p, DIG2BYTES[intg0x], intg0x))
+        p += DIG2BYTES[intg0x]
     for _ in range(intg0):
-        parts.append("%09d" % int.from_bytes(b[p : p + 4], "big"))
+        ints.append((p, 4, 9))
         p += 4
-    s = "".join(parts).lstrip("0") or "0"
-    if scale:
-        fr = []
-        for _ in range(frac0):
-            fr.append("%09d" % int.from_bytes(b[p : p + 4], "big"))
-            p += 4
-        if frac0x:
-            sz = DIG2BYTES[frac0x]
-            fr.append(str(int.from_bytes(b[p : p + sz], "big")).zfill(frac0x))
-            p += sz
-        s = s + "." + "".join(fr)
-    return Decimal(s if positive else "-" + s)
+    fracs: list[tuple[int, int, int]] = []
+    for _ in range(frac0):
+        fracs.append((p, 4, 9))
+        p += 4
+    if frac0x:
+        fracs.append((p, DIG2BYTES[frac0x], frac0x))
+    got = _DEC_LAYOUTS[key] = (tuple(ints), tuple(fracs))
+    return got
+
+
+def decode_decimal(raw: bytes, precision: int, scale: int) -> Decimal:
+    """MySQL's binary DECIMAL format to a Decimal with exactly ``scale`` digits."""
+    ints, fracs = _decimal_layout(precision, scale)
+    positive = bool(raw[0] & 0x80)
+    b = bytearray(raw) if positive else bytearray(x ^ 0xFF for x in raw)
+    b[0] ^= 0x80
+    iv = 0
+    for off, size, digits in ints:
+        iv = iv * 10**digits + int.from_bytes(b[off : off + size], "big")
+    if not scale:
+        return Decimal(iv if positive else -iv)
+    fv = 0
+    for off, size, digits in fracs:
+        fv = fv * 10**digits + int.from_bytes(b[off : off + size], "big")
+    text = "%d.%0*d" % (iv, scale, fv)
+    return Decimal(text if positive else "-" + text)
 
 
 def _frac(usec: int, fsp: int) -> str:

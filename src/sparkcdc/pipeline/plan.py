@@ -9,6 +9,7 @@ whole transactions that Spark tasks decode in parallel.
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,7 +36,8 @@ class SourceSpec:
     case_sensitive: bool = False
     time_zone: str = "UTC"
     max_batch_bytes: int = 64 << 20
-    split_bytes: int = 4 << 20
+    split_bytes: int = field(default_factory=lambda: int(os.environ.get("SPARKCDC_SPLIT_BYTES", 4 << 20)))
+    """A batch larger than this is decoded by several Spark tasks in parallel."""
     parallelism: int = 2
     bootstrap_ts: int = 0
     """The schema history was loaded from the upstream's current tables at this ts; DDLs at or before it

@@ -117,3 +117,17 @@ def offset_for_position(up: UpstreamConfig, file: str, pos: int) -> Offset:
         f"binlog position {file}:{pos} is not a transaction boundary; use a position printed by "
         "SHOW MASTER STATUS or an Exec_Master_Log_Pos"
     )
+
+
+def offset_for_gtid(up: UpstreamConfig, gtid: str) -> Offset:
+    """The boundary right after the MariaDB GTID position ``gtid`` (e.g. ``0-1-1234``)."""
+    from sparkcdc.capture import protocol as P
+
+    file = ""
+    with BinlogStream(up, "", 4, gtid=gtid, blocking=False) as s:
+        for ev in s.events():
+            if ev.type == P.ROTATE_EVENT:
+                file = ev.body[8:].decode()
+            elif ev.type in (P.MARIA_GTID_EVENT, P.MYSQL_GTID_EVENT) and ev.log_pos:
+                return offset_for_position(up, file, ev.log_pos - ev.size)
+    return head_offset(up)

@@ -25,6 +25,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     )
     p.add_argument("--config", help="changefeed TOML file ([filter], [sink], ...)")
     p.add_argument("--start-ts", type=int, help="replicate every transaction with commit_ts > start-ts")
+    p.add_argument("--start-position", help="start after this binlog transaction boundary, FILE:POS")
+    p.add_argument("--start-gtid", help="start after this MariaDB GTID position, e.g. 0-1-1234")
     p.add_argument("--target-ts", type=int, help="exit 0 once the checkpoint reaches this ts")
     p.add_argument("-c", "--changefeed-id", help="changefeed id (default: a new UUID); the same id resumes")
     p.add_argument(
@@ -51,6 +53,12 @@ def build_spec(args: argparse.Namespace) -> object:
             "(matching ^[a-zA-Z0-9]+(\\-[a-zA-Z0-9]+)*$)"
         )
     cfg = ReplicaConfig.from_file(args.config) if args.config else ReplicaConfig()
+    given = [f for f in ("start_ts", "start_position", "start_gtid") if getattr(args, f) is not None]
+    if len(given) > 1:
+        raise ConfigError(
+            f"--{given[0].replace('_', '-')} and --{given[1].replace('_', '-')} cannot be used together; "
+            "give one start point"
+        )
     if args.start_ts is not None and args.start_ts < 0:
         raise ConfigError(f"invalid --start-ts {args.start_ts}: must be >= 0")
     if args.target_ts is not None and args.start_ts is not None and args.target_ts <= args.start_ts:
@@ -65,6 +73,8 @@ def build_spec(args: argparse.Namespace) -> object:
         config=cfg,
         start_ts=args.start_ts,
         target_ts=args.target_ts,
+        start_position=args.start_position,
+        start_gtid=args.start_gtid,
         checkpoint_dir=os.path.abspath(os.path.join(args.data_dir, cid)),
         trigger_interval=args.trigger_interval,
     )

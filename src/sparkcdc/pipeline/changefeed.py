@@ -44,6 +44,10 @@ class ChangefeedSpec:
     start_ts: int | None = None
     target_ts: int | None = None
     checkpoint_dir: str = ""
+    start_position: str | None = None
+    """``file:pos`` of a transaction boundary to start after (instead of start_ts)."""
+    start_gtid: str | None = None
+    """A MariaDB GTID position to start after (instead of start_ts)."""
     trigger_interval: str = "200 milliseconds"
     max_batch_bytes: int = 64 << 20
     meta_uri: str = ""
@@ -74,15 +78,32 @@ def _state_path(checkpoint_dir: str, name: str) -> str:
     return os.path.join(checkpoint_dir, name)
 
 
-def resolve_start(up: UpstreamConfig, checkpoint_dir: str, start_ts: int | None) -> Offset:
+def resolve_start(
+    up: UpstreamConfig,
+    checkpoint_dir: str,
+    start_ts: int | None,
+    start_position: str | None = None,
+    start_gtid: str | None = None,
+) -> Offset:
     """The first offset of a new changefeed, persisted so a restart before the first batch keeps it."""
-    from sparkcdc.capture.start import head_offset, offset_for_ts
+    from sparkcdc.capture.start import head_offset, offset_for_gtid, offset_for_position, offset_for_ts
+    from sparkcdc.errors import ConfigError
 
     path = _state_path(checkpoint_dir, "start.json")
     if os.path.exists(path):
         with open(path) as f:
             return Offset.from_json(json.load(f))
-    start = offset_for_ts(up, start_ts) if start_ts is not None else head_offset(up)
+    if start_position:
+        file, sep, pos = start_position.rpartition(":")
+        if not sep or not pos.isdigit():
+            raise ConfigError(
+                f"invalid start position {start_position!r}: use FILE:POS, e.g. mysql-bin.000003:1234"
+            )
+        start = offset_for_position(up, file, int(pos))
+    elif start_gtid:
+        start = offset_for_gtid(up, start_gtid)
+    else:
+        start = offset_for_ts(up, start_ts) if start_ts is not None else head_offset(up)
     os.makedirs(checkpoint_dir, exist_ok=True)
     tmp = path + ".tmp"
     with open(tmp, "w") as f:
@@ -335,7 +356,7 @@ def start_changefeed(
     check_upstream(up)
     sink.check()
     os.makedirs(spec.checkpoint_dir, exist_ok=True)
-    start = resolve_start(up, spec.checkpoint_dir, spec.start_ts)
+    start = resolve_start(up, spec.checkpoint_dir, spec.start_ts, spec.start_position, spec.start_gtid)
     history_path = _state_path(spec.checkpoint_dir, "schema_history.jsonl")
     bootstrap_ts = bootstrap_history(up, history_path, start)
     cfg = spec.config

@@ -1,6 +1,10 @@
-"""Replay canal-json messages from Kafka into MySQL, like TiCDC's kafka-consumer.
+"""Replay canal-json (or avro) messages from Kafka into MySQL, like TiCDC's kafka-consumer.
 
 ``sparkcdc consumer --upstream-uri kafka://h:p/topic?protocol=canal-json --downstream-uri mysql://...``
+
+``protocol=avro`` (alias ``flat-avro``) is replayed by ``AvroKafkaConsumer`` in
+``sparkcdc.consumer.kafka_avro`` (see its docstring); ``kafka_consumer()`` picks
+the class by protocol. The rest of this docstring is about canal-json.
 
 * Every partition of the topic is read. DML messages are buffered per
   partition; ``TIDB_WATERMARK`` messages (the changefeed needs
@@ -58,6 +62,7 @@ log = logging.getLogger(__name__)
 PROGRESS_TABLE = "sparkcdc_kafka_consumer_progress"
 DEFAULT_PROGRESS_SCHEMA = "sparkcdc_consumer"
 CONSUMER_PARAMS = ("group-id",)
+REPLAYED_PROTOCOLS = ("canal-json", "avro")
 
 
 @dataclass
@@ -72,6 +77,7 @@ class ConsumerStats:
     rounds: int = 0
     rows_pending: int = 0
     claim_checks: int = 0
+    protocol: str = "canal-json"
 
 
 @dataclass
@@ -108,6 +114,9 @@ def _split_consumer_params(uri: str) -> tuple[str, dict[str, str]]:
 class KafkaConsumer:
     """Applies one topic's canal-json messages to a downstream MySQL."""
 
+    PROTOCOLS: tuple[str, ...] = ("canal-json",)
+    """The protocols this class replays (the avro subclass has its own)."""
+
     def __init__(
         self,
         upstream_uri: str,
@@ -123,10 +132,17 @@ class KafkaConsumer:
         self.config = config or ReplicaConfig()
         sink_uri, own = _split_consumer_params(upstream_uri)
         self.options = KafkaOptions.parse(sink_uri, self.config, "consumer", consumer=True)
-        if self.options.protocol != "canal-json":
+        if self.options.protocol not in self.PROTOCOLS:
+            if self.options.protocol in REPLAYED_PROTOCOLS:
+                raise ConfigError(
+                    f"{type(self).__name__} replays {', '.join(self.PROTOCOLS)}, got protocol "
+                    f"{self.options.protocol!r} in {redact_uri(upstream_uri)!r}; open the consumer with "
+                    "sparkcdc.consumer.kafka.kafka_consumer(), which picks the class by protocol"
+                )
             raise ConfigError(
-                f"the Kafka consumer replays canal-json only, got protocol {self.options.protocol!r} in "
-                f"{redact_uri(upstream_uri)!r}; use protocol=canal-json"
+                f"the Kafka consumer replays {' and '.join(REPLAYED_PROTOCOLS)} only, got protocol "
+                f"{self.options.protocol!r} in {redact_uri(upstream_uri)!r}; use protocol=canal-json "
+                "(or protocol=avro with schema-registry=http://...)"
             )
         self.topic = self.options.topic
         self.group_id = group_id or own.get("group-id") or f"sparkcdc-consumer-{self.topic}"
@@ -170,7 +186,8 @@ class KafkaConsumer:
                 self._consumer = None
         self.applier.close()
 
-    def _open(self) -> tuple[Any, list[int]]:
+    def _open(self, floor: dict[int, int] | None = None) -> tuple[Any, list[int]]:
+        """Assign every partition at its committed offset (or at ``floor[p]`` when that is further)."""
         from confluent_kafka import Consumer, KafkaException, TopicPartition
 
         conf = self.options.common_config()
@@ -205,6 +222,9 @@ class KafkaConsumer:
         for tp in committed:
             # OFFSET_INVALID (no commit yet) → from the beginning
             offset = tp.offset if tp.offset is not None and tp.offset >= 0 else -2
+            further = (floor or {}).get(tp.partition, -1)
+            if further >= 0 and further > offset:
+                offset = further
             start.append(TopicPartition(self.topic, tp.partition, offset))
         consumer.assign(start)
         self._consumer = consumer
@@ -485,8 +505,27 @@ def run_kafka_consumer(
     stop: threading.Event | None = None,
 ) -> ConsumerStats:
     """Replay a topic into MySQL; with ``once``, stop when every partition is read to its end."""
-    with KafkaConsumer(upstream_uri, downstream_uri, config, progress_schema=progress_schema) as consumer:
+    with kafka_consumer(upstream_uri, downstream_uri, config, progress_schema=progress_schema) as consumer:
         return consumer.run(once=once, timeout=timeout, stop=stop)
+
+
+def kafka_consumer(
+    upstream_uri: str,
+    downstream_uri: str,
+    config: ReplicaConfig | None = None,
+    *,
+    progress_schema: str = DEFAULT_PROGRESS_SCHEMA,
+    group_id: str | None = None,
+) -> KafkaConsumer:
+    """The consumer for the upstream URI's protocol: KafkaConsumer (canal-json) or AvroKafkaConsumer (avro)."""
+    sink_uri, _ = _split_consumer_params(upstream_uri)
+    options = KafkaOptions.parse(sink_uri, config or ReplicaConfig(), "consumer", consumer=True)
+    cls: type[KafkaConsumer] = KafkaConsumer
+    if options.protocol == "avro":
+        from sparkcdc.consumer.kafka_avro import AvroKafkaConsumer
+
+        cls = AvroKafkaConsumer
+    return cls(upstream_uri, downstream_uri, config, progress_schema=progress_schema, group_id=group_id)
 
 
 def main(args: argparse.Namespace) -> int:
@@ -504,6 +543,12 @@ def main(args: argparse.Namespace) -> int:
         progress_schema=getattr(args, "progress_schema", None) or DEFAULT_PROGRESS_SCHEMA,
         stop=stop,
     )
+    if stats.protocol == "avro":
+        print(
+            f"applied {stats.rows} rows from {stats.messages} messages ({stats.rows_dropped} replays dropped, "
+            f"{stats.rows_pending} deletes held for the partition's next row)"
+        )
+        return 0
     print(
         f"watermark {stats.watermark}: applied {stats.ddls} DDL and {stats.rows} rows from {stats.messages} "
         f"messages ({stats.rows_dropped} replays dropped, {stats.rows_pending} waiting for a watermark)"

@@ -24,7 +24,7 @@ MAX_RSS_GROWTH = 64 * 1024 * 1024
 # Runs in a fresh interpreter so ru_maxrss measures this read alone.
 READER = textwrap.dedent(
     """
-    import json, resource, sys, time
+    import json, sys, time
     import psutil
     from sparkcdc.capture.offset import Offset
     from sparkcdc.capture.reader import RowReader
@@ -49,7 +49,10 @@ READER = textwrap.dedent(
         else:
             boundaries.append(ev.to_json())
     elapsed = time.monotonic() - t0
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    # VmHWM, not ru_maxrss: Linux carries ru_maxrss over fork+exec, so a large parent (a long
+    # pytest session) would show up as this reader's peak.
+    with open("/proc/self/status") as f:
+        peak = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM:"))
     print(json.dumps({"rows": rows, "id_sum": id_sum, "ts": sorted(ts), "ops": sorted(ops),
                       "boundaries": boundaries, "growth": peak - base, "elapsed": elapsed}))
     """

@@ -36,7 +36,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument(
         "--progress-schema",
         default="sparkcdc_consumer",
-        help="downstream schema of the consumer's progress table (storage only)",
+        help="downstream schema of the consumer's progress table",
     )
     p.add_argument("--once", action="store_true", help="apply what is there up to the checkpoint, then exit")
     p.set_defaults(func=run)

@@ -11,7 +11,7 @@ from types import TracebackType
 
 import httpx
 
-from sparkcdc.services.common import free_port, wait_until
+from sparkcdc.services.common import free_port, stop_process, wait_until
 
 
 class LocalSchemaRegistry:
@@ -80,13 +80,7 @@ class LocalSchemaRegistry:
         """Stop the process (the store stays in ``data_dir``)."""
         if self.proc is None:
             return
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=timeout)
+        stop_process(self.proc, grace=timeout)
         self.proc = None
 
     def close(self) -> None:

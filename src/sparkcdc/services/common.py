@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import subprocess
 import time
 from collections.abc import Callable
 from typing import TypeVar
@@ -48,3 +49,15 @@ def port_open(host: str, port: int) -> bool:
             return True
     except OSError:
         return False
+
+
+def stop_process(proc: subprocess.Popen[bytes] | None, grace: float = 15.0) -> None:
+    """SIGTERM a child process, SIGKILL it if it has not exited after ``grace`` seconds."""
+    if proc is None or proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=10)

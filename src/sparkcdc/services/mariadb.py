@@ -18,7 +18,7 @@ from typing import Any
 
 import pymysql
 
-from sparkcdc.services.common import free_port, wait_until
+from sparkcdc.services.common import free_port, stop_process, wait_until
 
 BINLOG_ARGS = (
     "--log-bin=mysql-bin",
@@ -178,13 +178,7 @@ class LocalMariaDB:
 
     def stop(self) -> None:
         """Stop the server and, unless ``keep``, remove its directory."""
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
+        stop_process(self.proc, grace=30)
         self.proc = None
         if self._own_dir and not self.keep:
             shutil.rmtree(self.basedir, ignore_errors=True)

@@ -18,7 +18,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from sparkcdc.services.common import free_port, wait_until
+from sparkcdc.services.common import free_port, stop_process, wait_until
 
 ACCESS_KEY = "sparkcdc"
 SECRET_KEY = "sparkcdc-secret"
@@ -123,13 +123,7 @@ class LocalS3:
 
     def stop(self) -> None:
         """Stop the server."""
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
+        stop_process(self.proc, grace=15)
         self.proc = None
         self._log.close()
         try:

@@ -21,7 +21,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from sparkcdc.services.common import free_port, wait_until
+from sparkcdc.services.common import free_port, stop_process, wait_until
 
 ENV_VAR = "SPARKCDC_TANSU_BIN"
 
@@ -132,13 +132,7 @@ class LocalTansu:
         """Stop the broker (SIGTERM, then SIGKILL: memory storage has nothing to save); ``start()`` reuses the port."""
         if self.proc is None:
             return
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=1)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
+        stop_process(self.proc, grace=1)
         self.proc = None
 
     def kill(self) -> None:

@@ -52,12 +52,25 @@ def make_router(
         import pyarrow as pa
 
         infos: dict[Any, TableInfo] = {}
+        by_table: dict[tuple[str, str], int] = {}
+        per_row = sink.route_depends_on_row
         for rb in batches:
-            cols = rb.to_pydict()
-            routes = []
-            for i in range(rb.num_rows):
-                row, info = _row_at(cols, i, tables, infos)
-                routes.append(sink.route(row, info))
+            if per_row:
+                cols = rb.to_pydict()
+                routes = []
+                for i in range(rb.num_rows):
+                    row, info = _row_at(cols, i, tables, infos)
+                    routes.append(sink.route(row, info))
+            else:
+                # The route is the table's: decode one row per table, not every row.
+                cols = rb.select(["schema", "table"]).to_pydict()
+                routes = []
+                for i, key in enumerate(zip(cols["schema"], cols["table"], strict=True)):
+                    r = by_table.get(key)
+                    if r is None:
+                        row, info = _row_at(rb.slice(i, 1).to_pydict(), 0, tables, infos)
+                        r = by_table[key] = sink.route(row, info)
+                    routes.append(r)
             yield rb.append_column("route", pa.array(routes, pa.int32()))
 
     return route_batches
@@ -100,6 +113,7 @@ def make_writer(
         writers: dict[int, PartitionWriter] = {}
         counts: dict[int, int] = {}
         custom_route = _has_custom_route(sink)
+        per_row = sink.route_depends_on_row
         n_routes = max(1, sink.num_writers)
         table_routes: dict[tuple[str, str], int] = {}
         infos: dict[Any, TableInfo] = {}
@@ -112,13 +126,17 @@ def make_writer(
                     row, info = _row_at(cols, i, tables, infos)
                     if routes is not None:
                         r = routes[i]
-                    elif custom_route:
+                    elif custom_route and per_row:
                         r = sink.route(row, info)
                     else:
                         key = (row.schema, row.table)
                         r = table_routes.get(key, -1)
                         if r < 0:
-                            r = table_routes[key] = table_route(row.schema, row.table, n_routes)
+                            r = table_routes[key] = (
+                                sink.route(row, info)
+                                if custom_route
+                                else table_route(row.schema, row.table, n_routes)
+                            )
                     w = writers.get(r)
                     if w is None:
                         if not ctx_tables:

@@ -69,6 +69,8 @@ class Sink(ABC):
     """A destination of change events (see the module docstring for the call order)."""
 
     scheme: str = ""
+    route_depends_on_row: bool = False
+    """True when ``route()`` looks at a row's values or commit_ts, not only its schema and table."""
 
     def __init__(self, uri: str, config: ReplicaConfig, changefeed_id: str = "default") -> None:
         self.uri = uri

@@ -65,6 +65,10 @@ class KafkaSink(Sink):
         # index-value/columns rules may send the two halves of a split UPDATE to different
         # partitions; one writer group keeps every partition's order in that case
         self._key_dispatch = any(r.partition.kind in ("index-value", "columns") for r in self.router.routes)
+        # table and fixed rules send every row of a table to one partition: routing needs no row values
+        self.route_depends_on_row = any(
+            r.partition.kind not in ("table", "fixed") for r in self.router.routes
+        )
         self.partitions: dict[str, int] = {}
         """Topic → partition count the sink uses (the first n of a larger default topic)."""
         self.max_message_bytes = self.options.max_message_bytes

@@ -30,7 +30,9 @@ def decimal_size(precision: int, scale: int) -> int:
     return (intg // 9) * 4 + DIG2BYTES[intg % 9] + (scale // 9) * 4 + DIG2BYTES[scale % 9]
 
 
-_DEC_LAYOUTS: dict[tuple[int, int], tuple[tuple[tuple[int, int, int], ...], tuple[tuple[int, int, int], ...]]] = {}
+_DEC_LAYOUTS: dict[
+    tuple[int, int], tuple[tuple[tuple[int, int, int], ...], tuple[tuple[int, int, int], ...]]
+] = {}
 
 
 def _decimal_layout(

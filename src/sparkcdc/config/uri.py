@@ -42,7 +42,9 @@ class ParsedURI:
         except ValueError as exc:
             raise SinkURIError(f"invalid URI {redact_uri(uri)!r}: {exc}") from exc
         if not parts.scheme:
-            raise SinkURIError(f"invalid URI {redact_uri(uri)!r}: missing scheme (like kafka://, s3://, file://)")
+            raise SinkURIError(
+                f"invalid URI {redact_uri(uri)!r}: missing scheme (like kafka://, s3://, file://)"
+            )
         netloc = parts.netloc
         user = password = None
         if "@" in netloc:
@@ -70,7 +72,9 @@ class ParsedURI:
         self._used.add(key)
         return self.params.get(key, default)
 
-    def get_str(self, key: str, default: str | None = None, allowed: tuple[str, ...] | None = None) -> str | None:
+    def get_str(
+        self, key: str, default: str | None = None, allowed: tuple[str, ...] | None = None
+    ) -> str | None:
         """A string parameter, optionally one of ``allowed``."""
         v = self.get(key, default)
         if v is not None and allowed is not None and v not in allowed:
@@ -79,8 +83,14 @@ class ParsedURI:
             )
         return v
 
-    def get_int(self, key: str, default: int | None = None, *, min_value: int | None = None,
-                max_value: int | None = None) -> int | None:
+    def get_int(
+        self,
+        key: str,
+        default: int | None = None,
+        *,
+        min_value: int | None = None,
+        max_value: int | None = None,
+    ) -> int | None:
         """An integer parameter within optional bounds."""
         v = self.get(key)
         if v is None:
@@ -88,7 +98,9 @@ class ParsedURI:
         try:
             n = int(v)
         except ValueError:
-            raise SinkURIError(f"invalid value {v!r} for sink URI parameter {key!r}: expected an integer") from None
+            raise SinkURIError(
+                f"invalid value {v!r} for sink URI parameter {key!r}: expected an integer"
+            ) from None
         if (min_value is not None and n < min_value) or (max_value is not None and n > max_value):
             lo = "-inf" if min_value is None else min_value
             hi = "inf" if max_value is None else max_value

@@ -78,7 +78,11 @@ class ColumnInfo:
         elif t == "decimal":
             s = f"decimal({self.precision if self.precision is not None else 10},{self.scale or 0})"
         elif t in FLOAT_TYPES and self.precision is not None:
-            s = f"{t}({self.precision},{self.scale or 0})" if self.scale is not None else f"{t}({self.precision})"
+            s = (
+                f"{t}({self.precision},{self.scale or 0})"
+                if self.scale is not None
+                else f"{t}({self.precision})"
+            )
         elif t in ("datetime", "timestamp", "time"):
             s = f"{t}({self.fsp})" if self.fsp else t
         elif t in INT_TYPES or t in ("char", "varchar", "binary", "varbinary", "bit", "year"):
@@ -184,9 +188,7 @@ class TableInfo:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> TableInfo:
         """Inverse of ``to_dict``."""
-        cols = tuple(
-            ColumnInfo(**{**c, "elements": tuple(c.get("elements", ()))}) for c in d["columns"]
-        )
+        cols = tuple(ColumnInfo(**{**c, "elements": tuple(c.get("elements", ()))}) for c in d["columns"])
         idx = tuple(
             IndexInfo(name=i["name"], columns=tuple(i["columns"]), unique=i["unique"], primary=i["primary"])
             for i in d.get("indexes", ())

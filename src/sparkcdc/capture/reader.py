@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
-from typing import Any
 
 from sparkcdc.capture.offset import Offset
 from sparkcdc.capture.protocol import BinlogStream
@@ -250,8 +249,3 @@ class Scanner:
         finally:
             stream.close()
         return from_offset
-
-
-def describe(o: Offset | None) -> dict[str, Any] | None:
-    """An offset as a JSON-able dict (None stays None)."""
-    return o.to_json() if o is not None else None

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from datetime import UTC, datetime
 from typing import NewType
 
 CommitTs = NewType("CommitTs", int)
@@ -33,11 +32,6 @@ def logical(ts: int) -> int:
     return ts & LOGICAL_MASK
 
 
-def ts_to_datetime(ts: int) -> datetime:
-    """The commit time of a commit_ts as an aware UTC datetime."""
-    return datetime.fromtimestamp(physical_ms(ts) / 1000.0, tz=UTC)
-
-
 def ts_from_seconds(seconds: float) -> CommitTs:
     """The smallest commit_ts at a given Unix time (seconds)."""
     return compose_ts(int(seconds * 1000), 0)
@@ -46,9 +40,3 @@ def ts_from_seconds(seconds: float) -> CommitTs:
 def now_ts() -> CommitTs:
     """A commit_ts for the local clock now (for lag figures, never for ordering)."""
     return ts_from_seconds(time.time())
-
-
-def lag_seconds(ts: int, now: float | None = None) -> float:
-    """How far a commit_ts is behind the local clock, in seconds."""
-    now = time.time() if now is None else now
-    return max(0.0, now - physical_ms(ts) / 1000.0)

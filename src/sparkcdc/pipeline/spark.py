@@ -18,8 +18,12 @@ def get_spark(
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName(app_name)
-    master = master or os.environ.get("SPARKCDC_SPARK_MASTER") or "local[*]"
-    builder = builder.master(master)
+    master = master or os.environ.get("SPARKCDC_SPARK_MASTER")
+    if master is None and "PYSPARK_GATEWAY_PORT" not in os.environ:
+        master = "local[*]"
+    if master is not None:
+        # Under spark-submit (the JVM is already up) the submit's --master applies unless one is given.
+        builder = builder.master(master)
     defaults = {
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",

@@ -36,6 +36,10 @@ def get_spark(
         "spark.sql.adaptive.enabled": "false",
         "spark.executorEnv.PYSPARK_PYTHON": os.environ["PYSPARK_PYTHON"],
     }
+    if master is not None and master.startswith("local"):
+        # A local Spark talks only to itself: keep the driver on loopback.
+        defaults["spark.driver.host"] = "127.0.0.1"
+        defaults["spark.driver.bindAddress"] = "127.0.0.1"
     for k, v in {**defaults, **(conf or {})}.items():
         builder = builder.config(k, v)
     spark = builder.getOrCreate()

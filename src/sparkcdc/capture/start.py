@@ -17,7 +17,9 @@ def head_offset(up: UpstreamConfig) -> Offset:
         file, _pos = master_status(conn)
     finally:
         conn.close()
-    return Scanner(up).head(Offset(file, 4, 0))
+    # Start from the file's own chain state (a file created in the same second as its
+    # predecessor continues that file's chain).
+    return Scanner(up).head(Offset(file, 4, _file_start(up, file)[0]))
 
 
 def query_tso(up: UpstreamConfig) -> int:
@@ -100,19 +102,29 @@ def offset_for_ts(up: UpstreamConfig, start_ts: int) -> Offset:
 
 
 def offset_for_position(up: UpstreamConfig, file: str, pos: int) -> Offset:
-    """The chain state at a transaction boundary ``file:pos`` (scans that file from its start)."""
+    """The chain state at a position between transactions ``file:pos`` (scans that file from its start).
+
+    Besides transaction ends, a position after events that belong to no transaction (a file's
+    header events, a late BINLOG_CHECKPOINT) is a boundary too: nothing committed in between.
+    """
     begin = Offset(file, 4, _file_start(up, file)[0])
     if pos <= 4:
         return begin
+    target = (file_seq(file), pos)
     last = begin
-    for txn in Scanner(up).scan(begin, stop=lambda t: t.end.key() >= (file_seq(file), pos)):
+    for txn in Scanner(up).scan(begin, stop=lambda t: t.end.key() >= target):
+        if txn.start.key() >= target:
+            # pos lies in the gap before this transaction: no transaction between last and pos
+            return Offset(file, pos, last.ts)
         last = txn.end
-        if txn.end.file == file and txn.end.pos == pos:
+        if txn.end.key() == target:
             return txn.end
-        if txn.end.key() > (file_seq(file), pos):
+        if txn.end.key() > target:
             break
-    if last.key() == (file_seq(file), pos):
-        return last
+    else:
+        head = Scanner(up).head(last)
+        if last.key() <= target <= head.key():
+            return Offset(file, pos, last.ts)
     raise ConfigError(
         f"binlog position {file}:{pos} is not a transaction boundary; use a position printed by "
         "SHOW MASTER STATUS or an Exec_Master_Log_Pos"

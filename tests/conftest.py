@@ -9,6 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from sparkcdc.services.mariadb import LocalMariaDB
+from sparkcdc.services.tansu import LocalTansu
 
 # Spark's Python workers must use this interpreter (see DESIGN.md, "Known traps").
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -29,3 +30,13 @@ def fresh_db(mariadb: LocalMariaDB, request: pytest.FixtureRequest) -> Iterator[
     mariadb.execute(f"DROP DATABASE IF EXISTS `{name}`", f"CREATE DATABASE `{name}`")
     yield name
     mariadb.execute(f"DROP DATABASE IF EXISTS `{name}`")
+
+
+@pytest.fixture(scope="module")
+def tansu() -> Iterator[LocalTansu]:
+    """One real Kafka-protocol broker (Tansu, in memory) for the module; topics are unique per test."""
+    from sparkcdc.sink.kafka.producer import close_all_producers
+
+    with LocalTansu() as broker:
+        yield broker
+    close_all_producers(1)

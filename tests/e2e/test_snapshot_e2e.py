@@ -1,11 +1,14 @@
-"""e2e: initial snapshot + binlog stream under a concurrent write load → CSV files → consumer → equal tables.
+"""e2e: initial snapshot + binlog stream under a concurrent write load → CSV files / Kafka → consumer → equal tables.
 
 The upstream holds a 500,000-row table and the mixed workload's tables (every type, a NOT NULL
 unique key as the handle, hostile names). While a writer thread keeps inserting, updating (also
 keys) and deleting rows all over the key space — including ranges the snapshot has not copied
 yet — a changefeed with ``[snapshot] mode = "initial"`` copies the tables by key ranges in Spark
-and hands over to the binlog at its start offset. The CSV output is replayed with
-``sparkcdc consumer --once`` into a downstream MariaDB, which must then equal the upstream.
+and hands over to the binlog at its start offset. The output is replayed with
+``sparkcdc consumer --once`` into a downstream MariaDB, which must then equal the upstream. The
+scenario runs twice: into CSV files, and into canal-json (TiDB extension) on a real Kafka-protocol
+broker (Tansu), where the snapshot rows must also arrive as INSERT messages at the handover
+commit_ts.
 
 A second test kills ``sparkcdc run`` with SIGKILL in the middle of the snapshot and starts it
 again: ranges finished before the kill are not read again (their progress records and spooled
@@ -21,16 +24,20 @@ import re
 import signal
 import threading
 import time
+import uuid
+from collections import Counter
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from sparkcdc.services.mariadb import LocalMariaDB
+from sparkcdc.services.tansu import LocalTansu
 
-from .workload import CliProcess as _CliProcess
 from .workload import (
+    CliProcess,
     SteadyLoad,
     assert_tables_equal,
     create_tables,
@@ -44,6 +51,7 @@ from .workload import (
 pytestmark = [pytest.mark.e2e, pytest.mark.integration, pytest.mark.spark]
 
 BIG = "big"
+KAFKA_ROWS = 500_000
 
 
 def _create_big(db: LocalMariaDB, schema: str, rows: int) -> None:
@@ -124,11 +132,11 @@ class BigLoad(threading.Thread):
         return dict(self.ops)
 
 
-def _config(path: Path, schema: str, chunk_size: int) -> Path:
+def _config(path: Path, schema: str, chunk_size: int, csv: bool = True) -> Path:
     path.write_text(
         f'[filter]\nrules = ["{schema}.*"]\n'
-        "[sink.csv]\ninclude-commit-ts = true\n"
-        f'[snapshot]\nmode = "initial"\nchunk-size = {chunk_size}\n'
+        + ("[sink.csv]\ninclude-commit-ts = true\n" if csv else "")
+        + f'[snapshot]\nmode = "initial"\nchunk-size = {chunk_size}\n'
     )
     return path
 
@@ -147,8 +155,14 @@ def _create_downstream_tables(up: LocalMariaDB, down: LocalMariaDB, schema: str)
 
 
 def _replay(
-    mariadb: LocalMariaDB, sink_uri: str, config: Path, downstream: LocalMariaDB, schema: str, progress: str
+    mariadb: LocalMariaDB,
+    sink_uri: str,
+    config: Path | None,
+    downstream: LocalMariaDB,
+    schema: str,
+    progress: str,
 ) -> str:
+    """``sparkcdc consumer --once`` from the sink's output into empty copies of the upstream tables."""
     downstream.execute(f"DROP DATABASE IF EXISTS `{progress}`")
     _create_downstream_tables(mariadb, downstream, schema)
     res = run_cli(
@@ -158,8 +172,7 @@ def _replay(
             sink_uri,
             "--downstream-uri",
             f"mysql://root:@127.0.0.1:{downstream.port}/",
-            "--config",
-            str(config),
+            *(["--config", str(config)] if config else []),
             "--progress-schema",
             progress,
             "--once",
@@ -177,24 +190,42 @@ def schema(mariadb: LocalMariaDB, request: pytest.FixtureRequest) -> Iterator[st
     mariadb.execute(f"DROP DATABASE IF EXISTS `{name}`")
 
 
-def test_snapshot_and_stream_under_load_equal_upstream(
-    spark: Any, mariadb: LocalMariaDB, downstream: LocalMariaDB, schema: str, tmp_path: Path
-) -> None:
+@dataclass
+class LoadedSnapshot:
+    """What one snapshot-under-load run did: the snapshot report, the load and the progress seen."""
+
+    report: dict[str, Any]
+    ops: dict[str, int]
+    """The big table's load, whole run."""
+    during: dict[str, int]
+    """The big table's load up to the end of the snapshot."""
+    seen: list[Any]
+    snapshot_s: float
+
+
+def _snapshot_under_load(
+    spark: Any,
+    mariadb: LocalMariaDB,
+    schema: str,
+    rows: int,
+    sink_uri: str,
+    config: Path,
+    state: Path,
+    cid: str,
+) -> LoadedSnapshot:
+    """The upstream tables, then a changefeed with an initial snapshot started under load, run to the head."""
     from sparkcdc.config.replica import ReplicaConfig
     from sparkcdc.pipeline.changefeed import ChangefeedSpec, Progress, start_changefeed
 
-    rows = 500_000
     create_tables(mariadb, schema)
     run_workload(mariadb, schema, rows=60)
     _create_big(mariadb, schema, rows)
-    config = _config(tmp_path / "cf.toml", schema, 25_000)
-    sink_uri = f"file://{tmp_path / 'out'}?protocol=csv"
     spec = ChangefeedSpec(
-        changefeed_id="snap-e2e",
+        changefeed_id=cid,
         upstream_uri=mariadb.uri,
         sink_uri=sink_uri,
         config=ReplicaConfig.from_file(config),
-        checkpoint_dir=str(tmp_path / "state"),
+        checkpoint_dir=str(state),
         trigger_interval="300 milliseconds",
     )
     seen: list[Progress] = []
@@ -218,18 +249,123 @@ def test_snapshot_and_stream_under_load_equal_upstream(
         wait_for(lambda: running.progress().checkpoint_ts >= head, 180, "the stream to reach the head")
     finally:
         running.stop()
-    report = json.loads((tmp_path / "state" / "snapshot" / "done.json").read_text())
+    report = json.loads((state / "snapshot" / "done.json").read_text())
     print(f"snapshot {snapshot_s:.1f}s, report {report}, load {ops}")
-    # The load really ran while the snapshot did, and the handover corrected the keys it touched.
-    assert sum(during.values()) > 50 and ops["delete"] > 10 and ops["move"] > 5
+    return LoadedSnapshot(report, ops, during, seen, snapshot_s)
+
+
+def _assert_overlapped(run: LoadedSnapshot, rows: int) -> None:
+    """The load really ran while the snapshot did, the handover corrected the keys it touched, progress showed."""
+    report, ops = run.report, run.ops
+    assert sum(run.during.values()) > 50 and ops["delete"] > 10 and ops["move"] > 5
     assert report["rows_copied"] >= rows - ops["delete"] and report["touched_keys"] > 20
     assert report["ranges"] >= 8
     # Progress was visible: ranges done/total and rows copied while reading, then done.
-    reading = [p for p in seen if p.snapshot_phase == "reading"]
+    reading = [p for p in run.seen if p.snapshot_phase == "reading"]
     assert reading and any(0 < p.snapshot_rows < report["rows_copied"] for p in reading)
-    assert any(p.snapshot_phase == "done" and p.snapshot_ranges_done == p.snapshot_ranges_total for p in seen)
+    assert any(
+        p.snapshot_phase == "done" and p.snapshot_ranges_done == p.snapshot_ranges_total for p in run.seen
+    )
+
+
+def test_snapshot_and_stream_under_load_equal_upstream(
+    spark: Any, mariadb: LocalMariaDB, downstream: LocalMariaDB, schema: str, tmp_path: Path
+) -> None:
+    rows = 500_000
+    config = _config(tmp_path / "cf.toml", schema, 25_000)
+    sink_uri = f"file://{tmp_path / 'out'}?protocol=csv"
+    run = _snapshot_under_load(spark, mariadb, schema, rows, sink_uri, config, tmp_path / "state", "snap-e2e")
+    _assert_overlapped(run, rows)
     out = _replay(mariadb, sink_uri, config, downstream, schema, "progress_snap_e2e")
     assert re.search(r"applied \d+ DDL, [1-9]\d* rows", out), out
+    assert_tables_equal(mariadb, downstream, schema)
+
+
+def _count_messages(bootstrap: str, topic: str, handover_ts: int) -> Counter[tuple[str, str, bool]]:
+    """(table, type, commitTs == handover) of every canal-json message of the topic (watermarks: table "")."""
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "count-" + uuid.uuid4().hex[:8],
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "auto.offset.reset": "earliest",
+        }
+    )
+    counts: Counter[tuple[str, str, bool]] = Counter()
+    try:
+        partitions = list(c.list_topics(topic, timeout=10).topics[topic].partitions)
+        c.assign([TopicPartition(topic, p, 0) for p in partitions])
+        at_end: set[int] = set()
+        deadline = time.monotonic() + 300
+        while len(at_end) < len(partitions):
+            assert time.monotonic() < deadline, f"partitions {sorted(set(partitions) - at_end)} never ended"
+            for m in c.consume(num_messages=5000, timeout=0.5):
+                err, part = m.error(), int(m.partition() or 0)
+                if err is not None:
+                    assert err.code() == KafkaError._PARTITION_EOF, err
+                    at_end.add(part)
+                    continue
+                at_end.discard(part)
+                d = json.loads(m.value() or b"{}")
+                ts = int(d.get("_tidb", {}).get("commitTs", 0))
+                counts[(d.get("table") or "", d.get("type") or "", ts == handover_ts)] += 1
+    finally:
+        c.close()
+    return counts
+
+
+def _close_producers(spark: Any) -> None:
+    """Drop the cached Kafka producers of the driver and of Spark's reused Python workers.
+
+    The session's Spark outlives this module's broker; a worker's producer would keep dialling it.
+    Best effort for the workers: a task per slot, twice over, reaches each idle worker in practice.
+    """
+    from sparkcdc.sink.kafka.producer import close_all_producers
+
+    close_all_producers(10)
+    n = 2 * int(spark.sparkContext.defaultParallelism)
+    spark.sparkContext.parallelize(range(n), n).foreach(
+        lambda _: __import__("sparkcdc.sink.kafka.producer", fromlist=["_"]).close_all_producers(1)
+    )
+
+
+def test_kafka_snapshot_and_stream_under_load_equal_upstream(
+    spark: Any,
+    mariadb: LocalMariaDB,
+    downstream: LocalMariaDB,
+    tansu: LocalTansu,
+    schema: str,
+    tmp_path: Path,
+) -> None:
+    """The Kafka half: the same scenario into canal-json on a real broker, replayed by ``sparkcdc consumer``."""
+    rows = KAFKA_ROWS
+    config = _config(tmp_path / "cf.toml", schema, 25_000, csv=False)
+    topic = "snap-" + uuid.uuid4().hex[:10]
+    sink_uri = tansu.sink_uri(topic, "protocol=canal-json&enable-tidb-extension=true")
+    try:
+        run = _snapshot_under_load(
+            spark, mariadb, schema, rows, sink_uri, config, tmp_path / "state", "snap-kafka-e2e"
+        )
+    finally:
+        _close_producers(spark)
+    _assert_overlapped(run, rows)
+    handover_ts = int(run.report["handover"]["ts"])
+    counts = _count_messages(tansu.bootstrap, topic, handover_ts)
+    print(f"messages: {dict(sorted(counts.items()))}")
+    # The snapshot rows arrived as INSERT messages at the handover commit_ts, and only as those.
+    snapshot_inserts = sum(n for (_, kind, at), n in counts.items() if at and kind == "INSERT")
+    assert snapshot_inserts >= run.report["rows_written"] > 0
+    assert not [k for k, n in counts.items() if k[2] and k[1] not in ("INSERT", "TIDB_WATERMARK")]
+    # Every row the big table held at the handover: at least the rows before the load minus its deletes.
+    assert counts[(BIG, "INSERT", True)] >= rows - run.ops["delete"]
+    # ... and the stream after the handover carried the load's changes of every kind.
+    assert all(counts[(BIG, kind, False)] > 0 for kind in ("INSERT", "UPDATE", "DELETE"))
+    out = _replay(mariadb, sink_uri, None, downstream, schema, "progress_snap_kafka")
+    m = re.search(r"applied (\d+) DDL and (\d+) rows", out)
+    assert m and int(m.group(2)) >= run.report["rows_written"], out
     assert_tables_equal(mariadb, downstream, schema)
 
 
@@ -288,7 +424,7 @@ def test_kill9_mid_snapshot_resumes_ranges_and_stays_exact(
     load = BigLoad(mariadb, schema, rows, seed=9, pause=0.01)
     load.start()
     try:
-        run1 = _CliProcess(args, tmp_path / "run1.log")
+        run1 = CliProcess(args, tmp_path / "run1.log")
         try:
             wait_for(
                 lambda: (
@@ -320,7 +456,7 @@ def test_kill9_mid_snapshot_resumes_ranges_and_stays_exact(
         partial = {i: d for i, d in before.items() if d["stage"] == "snapshot" and d["rows_copied"] > 0}
         assert done_before and len(done_before) < len(before), "killed before or after the whole snapshot"
         assert not (state / "snapshot" / "done.json").exists()
-        run2 = _CliProcess(args, tmp_path / "run2.log")
+        run2 = CliProcess(args, tmp_path / "run2.log")
         try:
             run2.wait_for("started; data dir", 300, "the second run to finish the snapshot")
             after = _ranges(state)

@@ -13,7 +13,13 @@ row by row: column names and types, then all rows as server-rendered text
 (``HEX`` for binary, ``+0`` for BIT) ordered by every column.
 
 ``SteadyLoad`` is a writer thread of small transactions for kill/restart tests.
-``CliProcess`` runs ``python -m sparkcdc.cli.main …`` in its own process group.
+
+``mixed_rounds(db, schema, start, n)`` is a smaller workload on ``ROUND_TABLES``
+(``round_tables_sql``) that tests feed while a changefeed streams, and
+``table_rows(db, schema)`` what they poll until the downstream equals the upstream.
+
+``CliProcess`` runs ``python -m sparkcdc.cli.main …`` in its own process group
+(``sparkcdc run`` and friends): the one child-process wrapper of the e2e tests.
 """
 
 from __future__ import annotations
@@ -28,6 +34,8 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
+
+import pymysql
 
 ALL_TYPES = "all_types"
 UK_ONLY = "uk_only"
@@ -507,6 +515,110 @@ def row_count(db: Database, schema: str, table: str) -> int:
         conn.close()
 
 
+# -- rounds: a small workload written while a changefeed streams ---------------------------------
+
+ROUND_TABLES = ("all_types", "nopk", "sel`ect %s")
+"""The tables of ``round_tables_sql``: every common type, no key at all, a hostile name."""
+
+
+def round_tables_sql(schema: str) -> list[str]:
+    """``CREATE DATABASE`` and the ``ROUND_TABLES`` of the rounds workload (run them as one batch)."""
+    return [
+        f"CREATE DATABASE {schema}",
+        f"""CREATE TABLE {schema}.all_types (
+          id INT PRIMARY KEY, ti TINYINT, biu BIGINT UNSIGNED, f FLOAT, d DOUBLE, dec1 DECIMAL(10,2),
+          dt DATE, dtm DATETIME(3), ts TIMESTAMP(6) NULL, tm TIME, y YEAR, vc VARCHAR(64), tx TEXT,
+          bn BINARY(4), vb VARBINARY(16), e ENUM('a','b','c'), s SET('x','y','z'), b8 BIT(8), j JSON)""",
+        f"CREATE TABLE {schema}.nopk (a INT, b VARCHAR(10), c VARCHAR(10))",
+        f"CREATE TABLE {schema}.`sel``ect %s` (`order` INT PRIMARY KEY, `a``b` VARCHAR(20), `%d` CHAR(1))",
+    ]
+
+
+def mixed_rounds(db: Database, schema: str, start: int, n: int, text_suffix: str = "") -> None:
+    """n rounds of mixed changes on ``ROUND_TABLES``, one or two transactions each.
+
+    Inserts into every table (duplicate rows in ``nopk``), updates, a primary-key change
+    (``id + 1000000`` for ``i % 5 == 1``), deletes. ``text_suffix`` ends every ``vc`` value.
+    """
+    conn = db.connect(schema)
+    try:
+        with conn.cursor() as cur:
+            for i in range(start, start + n):
+                cur.execute(
+                    "INSERT INTO all_types (id, ti, biu, f, d, dec1, dt, dtm, ts, tm, y, vc, tx, bn, vb, e, s, b8, j) "
+                    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                    (
+                        i,
+                        i % 128 - 64,
+                        2**64 - 1 - i,
+                        i / 8,
+                        i / 3,
+                        f"{i}.25",
+                        "2024-02-29",
+                        "2024-01-02 03:04:05.678",
+                        "2024-06-01 12:00:00.123456",
+                        "-12:34:56",
+                        1901 + i % 255,
+                        f"hé'llo\\ {i} 😀{text_suffix}",
+                        "x" * (i % 50) + '\n\t"',
+                        bytes([i % 256, 0, 255, 1]),
+                        bytes([0, i % 256, 39, 92]),
+                        "abc"[i % 3],
+                        "x,z" if i % 2 else "",
+                        i % 256,
+                        f'{{"i": {i}, "s": "<&>"}}',
+                    ),
+                )
+                cur.execute(
+                    "INSERT INTO nopk (a, b, c) VALUES (%s, %s, NULL), (%s, %s, 'dup')", (i, "x", i, "x")
+                )
+                cur.execute(
+                    "INSERT INTO `sel``ect %%s` (`order`, `a``b`, `%%d`) VALUES (%s, %s, %s)",
+                    (i, f"v{i}", "'"),
+                )
+                conn.commit()
+                if i % 3 == 0:
+                    cur.execute(
+                        "UPDATE all_types SET vc = CONCAT(vc, '!'), d = d * 2, j = JSON_SET(j, '$.u', 1) "
+                        "WHERE id = %s",
+                        (i,),
+                    )
+                if i % 5 == 1:
+                    # A key change: id moves to a free range.
+                    cur.execute("UPDATE all_types SET id = id + 1000000 WHERE id = %s", (i,))
+                if i % 4 == 2:
+                    cur.execute("DELETE FROM nopk WHERE a = %s AND c IS NULL", (i,))
+                    cur.execute("UPDATE nopk SET b = 'y' WHERE a = %s", (i,))
+                if i % 7 == 3:
+                    cur.execute("DELETE FROM `sel``ect %%s` WHERE `order` = %s", (i,))
+                conn.commit()
+    finally:
+        conn.close()
+
+
+def table_rows(
+    db: Database, schema: str, tables: Sequence[str] = ROUND_TABLES
+) -> dict[str, list[tuple[Any, ...]]]:
+    """Every row of each table as server text, sorted (a table that does not exist yet maps to a marker row).
+
+    Two results are equal when the tables hold the same rows, whatever their order and keys.
+    """
+    conn = db.connect(conv={})  # no converters: every value arrives as the server's text
+    out: dict[str, list[tuple[Any, ...]]] = {}
+    try:
+        with conn.cursor() as cur:
+            for t in tables:
+                try:
+                    cur.execute(f"SELECT * FROM {q(schema)}.{q(t)}")
+                except pymysql.MySQLError as exc:  # not replicated yet: a marker row, polled again
+                    out[t] = [("missing", str(exc))]
+                    continue
+                out[t] = sorted(cur.fetchall(), key=repr)
+    finally:
+        conn.close()
+    return out
+
+
 # -- child processes -------------------------------------------------------------------------------
 
 
@@ -552,6 +664,10 @@ class CliProcess:
                 f"sparkcdc exited with {self.proc.returncode} before {what}:\n{self.output()[-4000:]}"
             )
 
+    def wait_started(self, timeout: float = 180) -> None:
+        """Wait until ``sparkcdc run`` reports it started (after its snapshot, if any)."""
+        self.wait_for("started; data dir", timeout, "sparkcdc run to start")
+
     def wait(self, timeout: float) -> int:
         """Wait for the exit code; kill the group and fail on timeout."""
         try:
@@ -573,11 +689,11 @@ class CliProcess:
         self.proc.wait(timeout=30)
         self._log.close()
 
-    def stop(self) -> None:
-        """SIGTERM the group if it still runs (SIGKILL after 30 s)."""
+    def stop(self, sig: int = signal.SIGTERM) -> None:
+        """Send ``sig`` to the group if it still runs (SIGKILL after 30 s), then close the log."""
         if self.proc.poll() is None:
             try:
-                os.killpg(self.proc.pid, signal.SIGTERM)
+                os.killpg(self.proc.pid, sig)
                 self.proc.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 os.killpg(self.proc.pid, signal.SIGKILL)

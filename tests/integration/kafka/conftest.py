@@ -1,4 +1,4 @@
-"""A real Kafka-protocol broker (Tansu) per test module, and helpers to read topics back."""
+"""Kafka test helpers: read topics back, build batches; the broker fixture ``tansu`` is in tests/conftest.py."""
 
 from __future__ import annotations
 
@@ -9,16 +9,7 @@ from typing import Any
 
 import pytest
 
-from sparkcdc.services.tansu import LocalTansu
 from sparkcdc.sink.kafka.producer import close_all_producers
-
-
-@pytest.fixture(scope="module")
-def tansu() -> Iterator[LocalTansu]:
-    """One broker for the module (topics are unique per test)."""
-    with LocalTansu() as broker:
-        yield broker
-    close_all_producers(1)
 
 
 @pytest.fixture(autouse=True)
@@ -60,13 +51,14 @@ def consume_all(bootstrap: str, topic: str, partitions: int, timeout: float = 20
             m = c.poll(0.5)
             if m is None:
                 continue
-            if m.error():
-                if m.error().code() == KafkaError._PARTITION_EOF:
-                    at_end.add(m.partition())
+            err, part = m.error(), int(m.partition() or 0)
+            if err is not None:
+                if err.code() == KafkaError._PARTITION_EOF:
+                    at_end.add(part)
                     continue
-                raise RuntimeError(str(m.error()))
-            at_end.discard(m.partition())
-            out[m.partition()].append(m)
+                raise RuntimeError(str(err))
+            at_end.discard(part)
+            out[part].append(m)
         return out
     finally:
         c.close()

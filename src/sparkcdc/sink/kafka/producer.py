@@ -177,34 +177,50 @@ class DeliveryTracker:
         self.failed = 0
         self.bytes = 0
         self.errors: list[Exception] = []
+        # one bound callback for every message (the message itself names its topic and partition)
+        self._on_delivery = self._delivered
+        self._producer = shared.producer
 
-    def _callback(self, topic: str, partition: int, size: int) -> Any:
-        def on_delivery(err: Any, msg: Any) -> None:
-            if err is None:
-                self.acked += 1
+    def _delivered(self, err: Any, msg: Any) -> None:
+        """librdkafka delivery report of one of this tracker's messages."""
+        if err is None:
+            self.acked += 1
+            if self.shared.state.down_since is not None:
                 self.shared.state.on_delivered()
-            else:
-                self.failed += 1
-                if len(self.errors) < 10:
-                    self.errors.append(delivery_error(err, topic, partition, size, self.max_message_bytes))
-
-        return on_delivery
+            return
+        self.failed += 1
+        if len(self.errors) < 10:
+            size = len(msg.key() or b"") + len(msg.value() or b"")
+            partition = msg.partition()
+            self.errors.append(
+                delivery_error(
+                    err,
+                    msg.topic() or "",
+                    -1 if partition is None else partition,
+                    size,
+                    self.max_message_bytes,
+                )
+            )
 
     def produce(self, topic: str, partition: int, key: bytes | None, value: bytes | None) -> None:
         """Queue one message (waits while librdkafka's local queue is full)."""
-        producer = self.shared.producer
-        size = len(key or b"") + len(value or b"")
-        cb = self._callback(topic, partition, size)
-        while True:
-            try:
-                producer.produce(topic, value=value, key=key, partition=partition, on_delivery=cb)
-                break
-            except BufferError:
+        producer = self._producer
+        try:
+            producer.produce(topic, value=value, key=key, partition=partition, on_delivery=self._on_delivery)
+        except BufferError:
+            while True:
                 # local queue full: serve delivery reports until there is room
                 producer.poll(0.1)
+                try:
+                    producer.produce(
+                        topic, value=value, key=key, partition=partition, on_delivery=self._on_delivery
+                    )
+                    break
+                except BufferError:
+                    continue
         self.sent += 1
-        self.bytes += size
-        if self.sent % 1000 == 0:
+        self.bytes += (len(key) if key else 0) + (len(value) if value else 0)
+        if not self.sent % 1000:
             producer.poll(0)
 
     @property

@@ -27,7 +27,7 @@ from sparkcdc.dispatch.router import EventRouter
 from sparkcdc.sink.base import PartitionWriter, Sink, WriterContext
 from sparkcdc.sink.kafka.encoders import MessageEncoder, build_encoder, validate_protocol
 from sparkcdc.sink.kafka.large_message import LargeMessageHandler
-from sparkcdc.sink.kafka.options import DEFAULT_PARTITION_NUM, KafkaOptions
+from sparkcdc.sink.kafka.options import DEFAULT_PARTITION_NUM, MESSAGE_OVERHEAD, KafkaOptions
 from sparkcdc.sink.kafka.producer import DeliveryTracker, get_producer
 
 if TYPE_CHECKING:
@@ -221,6 +221,27 @@ class KafkaSink(Sink):
         close_all_producers()
 
 
+class _TableRoute:
+    """What a writer reuses for every row of one table: topic, partition rule, key-column positions."""
+
+    __slots__ = ("dispatcher", "fixed_partition", "key_indexes", "num_partitions", "topic")
+
+    def __init__(self, sink: KafkaSink, row: RowChange, table: TableInfo) -> None:
+        from sparkcdc.codec.values import key_column_indexes
+
+        route = sink.router.match(row.schema, row.table)
+        self.topic: str = route.topic.topic(row.schema, row.table)
+        self.num_partitions = sink.num_partitions_of(self.topic)
+        self.dispatcher = route.partition
+        # table and fixed rules give every row of a table the same partition
+        self.fixed_partition: int | None = (
+            self.dispatcher.partition(row, table, self.num_partitions)
+            if self.dispatcher.kind in ("table", "fixed")
+            else None
+        )
+        self.key_indexes = tuple(sorted(key_column_indexes(table)))
+
+
 class KafkaPartitionWriter(PartitionWriter):
     """Produces one writer group's rows; ``close()`` returns only once the broker acknowledged all of them."""
 
@@ -233,36 +254,66 @@ class KafkaPartitionWriter(PartitionWriter):
             sink.options.large_message, sink.max_message_bytes, sink.options.protocol
         )
         self.topics: dict[str, int] = {}
-        self._txn: list[tuple[RowChange, TableInfo]] = []
+        self._txn: list[tuple[RowChange, TableInfo, _TableRoute]] = []
         self._txn_ts: int | None = None
         self._txn_split = False
+        self._split_updates = sink.split_updates
+        self._routes: dict[tuple[str, str, int], _TableRoute] = {}
         self.rows = 0
+
+    def _route_of(self, row: RowChange, table: TableInfo) -> _TableRoute:
+        key = (row.schema, row.table, id(table))
+        tr = self._routes.get(key)
+        if tr is None:
+            tr = _TableRoute(self.sink, row, table)
+            self._routes[key] = tr
+            self.topics.setdefault(tr.topic, tr.num_partitions)
+        return tr
 
     def write(self, row: RowChange, table: TableInfo) -> None:
         """Buffer the row's transaction; a transaction is sent once the next one starts."""
-        if self._txn_ts is not None and row.commit_ts != self._txn_ts:
-            self._flush_txn()
-        self._txn_ts = row.commit_ts
-        parts = self.sink.expand(row, table)
-        if len(parts) > 1:
-            self._txn_split = True
-        for part in parts:
-            self._txn.append((part, table))
+        if row.commit_ts != self._txn_ts:
+            if self._txn:
+                self._flush_txn()
+            self._txn_ts = row.commit_ts
+        tr = self._routes.get((row.schema, row.table, id(table)))
+        if tr is None:
+            tr = self._route_of(row, table)
         self.rows += 1
+        if row.op == "U" and self._split_updates:
+            before, after = row.before, row.after
+            if before is not None and after is not None:
+                for i in tr.key_indexes:
+                    if before[i] != after[i] or type(before[i]) is not type(after[i]):
+                        # spec §7: a key-changing UPDATE becomes DELETE + INSERT
+                        parts = self.sink.expand(row, table)
+                        for part in parts:
+                            self._txn.append((part, table, tr))
+                        if len(parts) > 1:
+                            self._txn_split = True
+                        return
+        self._txn.append((row, table, tr))
 
     def _flush_txn(self) -> None:
         txn = self._txn
         if self._txn_split:
             # spec §7: once an UPDATE was split, the transaction is ordered DELETE < UPDATE < INSERT
-            txn = sorted(txn, key=lambda rt: _OP_ORDER[rt[0].op])
-        sink = self.sink
-        for row, table in txn:
-            topic, partition = sink.destination(row, table)
-            if topic not in self.topics:
-                self.topics[topic] = sink.num_partitions_of(topic)
-            messages = self.encoder.encode_row(row, table, topic)
-            for key, value in self.large.check(self.encoder, row, table, messages):
-                self.tracker.produce(topic, partition, key, value)
+            txn.sort(key=_op_rank)
+        encode_row = self.encoder.encode_row
+        produce = self.tracker.produce
+        limit = self.large.max_message_bytes - MESSAGE_OVERHEAD
+        for row, table, tr in txn:
+            partition = tr.fixed_partition
+            if partition is None:
+                partition = tr.dispatcher.partition(row, table, tr.num_partitions)
+            topic = tr.topic
+            messages = encode_row(row, table, topic)
+            for key, value in messages:
+                if (len(key) if key else 0) + (len(value) if value else 0) > limit:
+                    messages = self.large.check(self.encoder, row, table, messages)
+                    break
+            for key, value in messages:
+                produce(topic, partition, key, value)
         self._txn = []
         self._txn_ts = None
         self._txn_split = False
@@ -285,3 +336,7 @@ class KafkaPartitionWriter(PartitionWriter):
         """Drop the unsent transaction (queued messages may still be delivered: at-least-once)."""
         self._txn = []
         self._txn_ts = None
+
+
+def _op_rank(item: tuple[RowChange, TableInfo, _TableRoute]) -> int:
+    return _OP_ORDER[item[0].op]

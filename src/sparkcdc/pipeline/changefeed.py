@@ -374,7 +374,11 @@ def start_changefeed(
         bootstrap_ts=bootstrap_ts,
     )
     running = RunningChangefeed(spec, sink, up, start, on_progress)
-    writer = BatchWriter(sink, _spark_checkpoint(spec), history_path, spec.changefeed_id, running.on_commit)
+    # A sink that orders parallel segments itself gets segments: each task decodes and writes one.
+    mode = "segments" if sink.parallel_segments else "rows"
+    writer = BatchWriter(
+        sink, _spark_checkpoint(spec), history_path, spec.changefeed_id, running.on_commit, mode == "segments"
+    )
     if cfg.snapshot.mode == "initial":
         from sparkcdc.pipeline.snapshot import MetaRangeStore, run_initial_snapshot, snapshot_progress
 
@@ -392,7 +396,12 @@ def start_changefeed(
             if spec.meta_uri
             else None,
         )
-    df = spark.readStream.format("sparkcdc_binlog").option("spec", json.dumps(src.to_json())).load()
+    df = (
+        spark.readStream.format("sparkcdc_binlog")
+        .option("spec", json.dumps(src.to_json()))
+        .option("mode", mode)
+        .load()
+    )
     log.info(
         "starting changefeed %s: %s -> %s from %s",
         spec.changefeed_id,

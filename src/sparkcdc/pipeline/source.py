@@ -3,6 +3,11 @@
 Offsets are transaction boundaries (``{"file", "pos", "ts"}``, plus ``"ddl"``
 for a DDL batch). ``read`` re-reads a segment from the upstream binlog, so a
 retried task yields exactly the same rows; it yields Arrow record batches.
+
+With the option ``mode = "segments"`` a batch's rows are one row per segment
+(``SEGMENT_SCHEMA``: the segment's JSON) and the writer task decodes the segment
+itself (``iter_segment``): a row is then decoded in the process that writes it
+and never crosses the JVM.
 """
 
 from __future__ import annotations
@@ -10,13 +15,17 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
 from sparkcdc.pipeline.serde import SOURCE_SCHEMA
 
+if TYPE_CHECKING:
+    from sparkcdc.model import RowChange, TableInfo
+
 ARROW_BATCH_ROWS = 8192
+SEGMENT_SCHEMA = "segment string"
 
 
 @dataclass
@@ -30,19 +39,64 @@ class BinlogPartition(InputPartition):  # type: ignore[misc]
     filter_rules: list[str]
     case_sensitive: bool
     time_zone: str
+    index: int = 0
+    """This segment's place in its batch (0-based)."""
+    count: int = 1
+    """How many segments the batch has."""
 
     def __post_init__(self) -> None:
         InputPartition.__init__(self, None)
+
+    def to_json(self) -> str:
+        """The segment as JSON (a row of ``SEGMENT_SCHEMA``)."""
+        return json.dumps({k: v for k, v in self.__dict__.items() if k != "value"})
+
+    @classmethod
+    def from_json(cls, text: str) -> BinlogPartition:
+        """Inverse of ``to_json``."""
+        return cls(**json.loads(text))
+
+
+def iter_segment(partition: BinlogPartition) -> Iterator[tuple[RowChange, TableInfo | None, bool]]:
+    """Decode a segment: ``(row, shape it was decoded with, whether that shape is the batch's own)``."""
+    from sparkcdc.capture.offset import Offset
+    from sparkcdc.capture.reader import RowReader, TableShapes
+    from sparkcdc.capture.upstream import UpstreamConfig
+    from sparkcdc.filter import changefeed_filter
+    from sparkcdc.model import RowChange, TableInfo
+
+    infos: dict[tuple[str, str], TableInfo] = {}
+    for name, d in partition.tables.items():
+        s, t = name.split("\x00", 1)
+        infos[(s, t)] = TableInfo.from_dict(d)
+    shapes = TableShapes(lambda s, t: infos.get((s, t)))
+    flt = changefeed_filter(partition.filter_rules, partition.case_sensitive)
+    reader = RowReader(
+        UpstreamConfig.from_uri(partition.upstream_uri),
+        Offset.from_json(partition.start),
+        Offset.from_json(partition.end),
+        shapes=shapes,
+        match=flt.match,
+        time_zone=partition.time_zone,
+    )
+    last = shapes.last
+    for ev in reader.events():
+        if not isinstance(ev, RowChange):
+            continue
+        key = (ev.schema, ev.table)
+        info = last.get(key)
+        yield ev, info, info is None or info is infos.get(key)
 
 
 class BinlogStreamReader(DataSourceStreamReader):  # type: ignore[misc]
     """Runs in Spark's source worker on the driver: plans batches, hands out segments."""
 
-    def __init__(self, spec_json: str) -> None:
+    def __init__(self, spec_json: str, segments_mode: bool = False) -> None:
         from sparkcdc.pipeline.plan import Planner, SourceSpec
 
         self.spec = SourceSpec.from_json(json.loads(spec_json))
         self.planner = Planner(self.spec)
+        self.segments_mode = segments_mode
 
     def initialOffset(self) -> dict[str, Any]:
         """The changefeed's start offset (resolved before the query started)."""
@@ -72,46 +126,30 @@ class BinlogStreamReader(DataSourceStreamReader):  # type: ignore[misc]
                 self.spec.filter_rules,
                 self.spec.case_sensitive,
                 self.spec.time_zone,
+                i,
+                len(plan.segments),
             )
-            for seg in plan.segments
+            for i, seg in enumerate(plan.segments)
         ]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        """Executor: decode the segment's rows into Arrow batches."""
+        """Executor: decode the segment's rows into Arrow batches (or yield the segment itself)."""
+        import pickle
+
         import pyarrow as pa
 
-        from sparkcdc.capture.offset import Offset
-        from sparkcdc.capture.reader import RowReader, TableShapes
-        from sparkcdc.capture.upstream import UpstreamConfig
-        from sparkcdc.filter import changefeed_filter
-        from sparkcdc.model import TableInfo
         from sparkcdc.pipeline.serde import dump_images
 
         assert isinstance(partition, BinlogPartition)
-        infos = {}
-        for key, d in partition.tables.items():
-            s, t = key.split("\x00", 1)
-            infos[(s, t)] = TableInfo.from_dict(d)
-        shapes = TableShapes(lambda s, t: infos.get((s, t)))
-        flt = changefeed_filter(partition.filter_rules, partition.case_sensitive)
-        reader = RowReader(
-            UpstreamConfig.from_uri(partition.upstream_uri),
-            Offset.from_json(partition.start),
-            Offset.from_json(partition.end),
-            shapes=shapes,
-            match=flt.match,
-            time_zone=partition.time_zone,
-        )
+        if self.segments_mode:
+            yield (partition.to_json(),)
+            return
         cols: list[list[Any]] = [[], [], [], [], [], [], []]
         a_ts, a_seq, a_op, a_s, a_t, a_v, a_p = cols
         names = ["commit_ts", "seq", "op", "schema", "table", "table_version", "payload"]
         shape_blobs: dict[int, bytes] = {}
-        import pickle
-
         n = 0
-        for ev in reader.events():
-            if isinstance(ev, Offset):
-                continue
+        for ev, info, own in iter_segment(partition):
             a_ts.append(ev.commit_ts)
             a_seq.append(ev.seq)
             a_op.append(ev.op)
@@ -119,8 +157,7 @@ class BinlogStreamReader(DataSourceStreamReader):  # type: ignore[misc]
             a_t.append(ev.table)
             a_v.append(ev.table_version)
             shape = None
-            info = shapes.last.get((ev.schema, ev.table))
-            if info is not None and info is not infos.get((ev.schema, ev.table)):
+            if not own and info is not None:
                 # Rows decoded with a shape the writers cannot look up carry it along.
                 shape_id = id(info)
                 if shape_id not in shape_blobs:
@@ -145,7 +182,13 @@ class BinlogDataSource(DataSource):  # type: ignore[misc]
         return "sparkcdc_binlog"
 
     def schema(self) -> str:
-        return SOURCE_SCHEMA
+        return SEGMENT_SCHEMA if self._segments_mode() else SOURCE_SCHEMA
 
     def streamReader(self, schema: Any) -> BinlogStreamReader:
-        return BinlogStreamReader(self.options["spec"])
+        return BinlogStreamReader(self.options["spec"], self._segments_mode())
+
+    def _segments_mode(self) -> bool:
+        mode = self.options.get("mode", "rows")
+        if mode not in ("rows", "segments"):
+            raise ValueError(f"sparkcdc_binlog: option mode={mode!r}; use 'rows' or 'segments'")
+        return bool(mode == "segments")

@@ -102,68 +102,157 @@ def _row_at(
     return row, info
 
 
+class _RouteWriters:
+    """Executor: one sink writer per route group of a task, fed rows in (commit_ts, seq) order."""
+
+    def __init__(
+        self,
+        sink: Sink,
+        tables: dict[tuple[str, str], dict[str, Any]],
+        changefeed_id: str,
+        batch_id: int,
+        segment: int = 0,
+        segments: int = 1,
+    ) -> None:
+        self.sink = sink
+        self.tables = tables
+        self.changefeed_id = changefeed_id
+        self.batch_id = batch_id
+        self.segment = segment
+        self.segments = segments
+        self.writers: dict[int, PartitionWriter] = {}
+        self.counts: dict[int, int] = {}
+        self.custom_route = _has_custom_route(sink)
+        self.per_row = sink.route_depends_on_row
+        self.n_routes = max(1, sink.num_writers)
+        self.table_routes: dict[tuple[str, str], int] = {}
+        self.ctx_tables: dict[tuple[str, str, int], TableInfo] = {}
+
+    def route(self, row: RowChange, info: TableInfo) -> int:
+        """The row's route group (looked up once per table unless the sink routes by row)."""
+        if self.custom_route and self.per_row:
+            return self.sink.route(row, info)
+        key = (row.schema, row.table)
+        r = self.table_routes.get(key, -1)
+        if r < 0:
+            r = self.table_routes[key] = (
+                self.sink.route(row, info)
+                if self.custom_route
+                else table_route(row.schema, row.table, self.n_routes)
+            )
+        return r
+
+    def write(self, row: RowChange, info: TableInfo, r: int) -> None:
+        """Write one row to route group ``r``."""
+        w = self.writers.get(r)
+        if w is None:
+            if not self.ctx_tables:
+                for d in self.tables.values():
+                    t = TableInfo.from_dict(d)
+                    self.ctx_tables[(t.schema, t.table, t.version)] = t
+            ctx = WriterContext(
+                self.changefeed_id, self.batch_id, r, 0, self.ctx_tables, self.segment, self.segments
+            )
+            w = self.writers[r] = self.sink.open_writer(ctx)
+            self.counts[r] = 0
+        w.write(row, info)
+        self.counts[r] += 1
+
+    def close(self) -> list[str]:
+        """Close every writer: the commit messages (JSON)."""
+        return [
+            json.dumps({"route": r, "segment": self.segment, "rows": self.counts[r], "sink": w.close()})
+            for r, w in self.writers.items()
+        ]
+
+    def abort(self) -> None:
+        """Abort every writer (the task failed)."""
+        for w in self.writers.values():
+            try:
+                w.abort()
+            except Exception:  # the original error is the one to report
+                log.exception("abort of a writer failed")
+
+
+def _task_partition() -> int:
+    from pyspark import TaskContext
+
+    tc = TaskContext.get()
+    return int(tc.partitionId()) if tc is not None else 0
+
+
 def make_writer(
-    sink: Sink, tables: dict[tuple[str, str], dict[str, Any]], changefeed_id: str, batch_id: int
+    sink: Sink,
+    tables: dict[tuple[str, str], dict[str, Any]],
+    changefeed_id: str,
+    batch_id: int,
+    segments: int = 1,
 ) -> Callable[[Iterator[Any]], Iterator[Any]]:
-    """mapInArrow function writing rows (sorted by commit_ts, seq) and yielding commit messages."""
+    """mapInArrow function writing rows (sorted by commit_ts, seq) and yielding commit messages.
+
+    ``segments > 1``: the input partitions are independent segments of the batch written at the same
+    time (a sink with ``parallel_segments``); this task's segment is its partition number.
+    """
 
     def write_batches(batches: Iterator[Any]) -> Iterator[Any]:
         import pyarrow as pa
 
-        writers: dict[int, PartitionWriter] = {}
-        counts: dict[int, int] = {}
-        custom_route = _has_custom_route(sink)
-        per_row = sink.route_depends_on_row
-        n_routes = max(1, sink.num_writers)
-        table_routes: dict[tuple[str, str], int] = {}
+        segment = _task_partition() if segments > 1 else 0
+        out = _RouteWriters(sink, tables, changefeed_id, batch_id, segment, segments)
         infos: dict[Any, TableInfo] = {}
-        ctx_tables: dict[tuple[str, str, int], TableInfo] = {}
         try:
             for rb in batches:
                 cols = rb.to_pydict()
                 routes = cols.get("route")
                 for i in range(rb.num_rows):
                     row, info = _row_at(cols, i, tables, infos)
-                    if routes is not None:
-                        r = routes[i]
-                    elif custom_route and per_row:
-                        r = sink.route(row, info)
-                    else:
-                        key = (row.schema, row.table)
-                        r = table_routes.get(key, -1)
-                        if r < 0:
-                            r = table_routes[key] = (
-                                sink.route(row, info)
-                                if custom_route
-                                else table_route(row.schema, row.table, n_routes)
-                            )
-                    w = writers.get(r)
-                    if w is None:
-                        if not ctx_tables:
-                            ctx_tables = {
-                                (s, t, TableInfo.from_dict(d).version): TableInfo.from_dict(d)
-                                for (s, t), d in tables.items()
-                            }
-                        w = writers[r] = sink.open_writer(
-                            WriterContext(changefeed_id, batch_id, r, 0, ctx_tables)
-                        )
-                        counts[r] = 0
-                    w.write(row, info)
-                    counts[r] += 1
-            msgs = []
-            for r, w in writers.items():
-                msgs.append(json.dumps({"route": r, "rows": counts[r], "sink": w.close()}))
+                    out.write(row, info, routes[i] if routes is not None else out.route(row, info))
+            msgs = out.close()
         except BaseException:
-            for w in writers.values():
-                try:
-                    w.abort()
-                except Exception:  # the original error is the one to report
-                    log.exception("abort of a writer failed")
+            out.abort()
             raise
         if msgs:
             yield pa.RecordBatch.from_arrays([pa.array(msgs, pa.string())], names=["msg"])
 
     return write_batches
+
+
+def make_segment_writer(
+    sink: Sink, tables: dict[tuple[str, str], dict[str, Any]], changefeed_id: str, batch_id: int
+) -> Callable[[Iterator[Any]], Iterator[Any]]:
+    """mapInArrow function over segment rows (``SEGMENT_SCHEMA``): decode each segment and write it.
+
+    The rows of a segment are decoded and written by the same Python process, in commit order;
+    segments of one batch run in parallel tasks and the sink orders their output at commit.
+    """
+
+    def write_segments(batches: Iterator[Any]) -> Iterator[Any]:
+        import pyarrow as pa
+
+        from sparkcdc.pipeline.source import BinlogPartition, iter_segment
+
+        msgs: list[str] = []
+        for rb in batches:
+            for text in rb.column("segment").to_pylist():
+                part = BinlogPartition.from_json(text)
+                out = _RouteWriters(sink, tables, changefeed_id, batch_id, part.index, part.count)
+                fallback: dict[tuple[str, str], TableInfo] = {}
+                try:
+                    for row, info, _own in iter_segment(part):
+                        if info is None:
+                            key = (row.schema, row.table)
+                            info = fallback.get(key)
+                            if info is None:
+                                info = fallback[key] = TableInfo.from_dict(tables[key])
+                        out.write(row, info, out.route(row, info))
+                    msgs.extend(out.close())
+                except BaseException:
+                    out.abort()
+                    raise
+        if msgs:
+            yield pa.RecordBatch.from_arrays([pa.array(msgs, pa.string())], names=["msg"])
+
+    return write_segments
 
 
 class BatchWriter:
@@ -176,6 +265,7 @@ class BatchWriter:
         history_path: str,
         changefeed_id: str,
         on_commit: Callable[[BatchResult], None],
+        segments_mode: bool = False,
     ) -> None:
         from sparkcdc.capture.schema_history import FileSchemaHistoryStore, SchemaHistory
 
@@ -185,6 +275,8 @@ class BatchWriter:
         self.history_cls = SchemaHistory
         self.changefeed_id = changefeed_id
         self.on_commit = on_commit
+        self.segments_mode = segments_mode
+        """The stream's rows are segments (source option ``mode = "segments"``), decoded by the writers."""
 
     def __call__(self, df: Any, batch_id: int) -> None:
         t0 = time.monotonic()
@@ -198,7 +290,10 @@ class BatchWriter:
             self.sink.commit(batch_id, [], end_off.ts)
             self.on_commit(BatchResult(batch_id, end_off.ts, end, 0, len(ddls), time.monotonic() - t0))
             return
-        res = self._write_df(df, batch_id, end_off.ts, int(end.get("segments", 2)))
+        if self.segments_mode:
+            res = self._write_segments(df, batch_id, end_off.ts)
+        else:
+            res = self._write_df(df, batch_id, end_off.ts, int(end.get("segments", 2)))
         self.on_commit(BatchResult(batch_id, end_off.ts, end, res.rows, 0, time.monotonic() - t0))
 
     def write_rows(self, df: Any, batch_id: int, checkpoint_ts: int) -> BatchResult:
@@ -207,16 +302,51 @@ class BatchWriter:
         For rows that do not come from a streaming batch (the initial snapshot): no DDL, the
         shapes are the schema history's at ``checkpoint_ts``, and ``on_commit`` is not called.
         """
+        if self.sink.parallel_segments:
+            # Every partition is written as it is, in parallel: the sink orders the output at commit.
+            return self._commit_messages(
+                df.mapInArrow(
+                    make_writer(
+                        self.sink,
+                        self._tables_at(checkpoint_ts),
+                        self.changefeed_id,
+                        batch_id,
+                        segments=max(2, df.rdd.getNumPartitions()),
+                    ),
+                    "msg string",
+                ),
+                batch_id,
+                checkpoint_ts,
+            )
         return self._write_df(df, batch_id, checkpoint_ts, segments=2)
+
+    def _tables_at(self, checkpoint_ts: int) -> dict[tuple[str, str], dict[str, Any]]:
+        history = self.history_cls.open(self.history_store)
+        catalog = history.catalog_at(checkpoint_ts)
+        return {(t.schema, t.table): t.to_dict() for t in catalog.tables()}
+
+    def _commit_messages(self, out: Any, batch_id: int, checkpoint_ts: int) -> BatchResult:
+        """Run the write job ``out`` (a DataFrame of commit messages), then commit the sink."""
+        t0 = time.monotonic()
+        messages = [json.loads(r.msg) for r in out.collect()]
+        messages.sort(key=lambda m: (m.get("segment", 0), m["route"]))
+        rows = sum(m["rows"] for m in messages)
+        self.sink.commit(batch_id, [m["sink"] for m in messages], checkpoint_ts)
+        return BatchResult(batch_id, checkpoint_ts, {}, rows, 0, time.monotonic() - t0)
+
+    def _write_segments(self, df: Any, batch_id: int, checkpoint_ts: int) -> BatchResult:
+        """Each segment row: one task decodes the segment and writes it (no shuffle)."""
+        tables = self._tables_at(checkpoint_ts)
+        out = df.mapInArrow(
+            make_segment_writer(self.sink, tables, self.changefeed_id, batch_id), "msg string"
+        )
+        return self._commit_messages(out, batch_id, checkpoint_ts)
 
     def _write_df(self, df: Any, batch_id: int, checkpoint_ts: int, segments: int) -> BatchResult:
         """Route, order and write a DataFrame of rows, then commit the sink at ``checkpoint_ts``."""
         from pyspark.sql import functions as F
 
-        t0 = time.monotonic()
-        history = self.history_cls.open(self.history_store)
-        catalog = history.catalog_at(checkpoint_ts)
-        tables = {(t.schema, t.table): t.to_dict() for t in catalog.tables()}
+        tables = self._tables_at(checkpoint_ts)
         sink = self.sink
         n = max(1, sink.num_writers)
         if segments <= 1:
@@ -242,7 +372,4 @@ class BatchWriter:
             tasks = min(n, max(1, int(df.sparkSession.sparkContext.defaultParallelism)))
             shaped = routed.repartition(tasks, "route").sortWithinPartitions("commit_ts", "seq")
         out = shaped.mapInArrow(make_writer(sink, tables, self.changefeed_id, batch_id), "msg string")
-        messages = [json.loads(r.msg) for r in out.collect()]
-        rows = sum(m["rows"] for m in messages)
-        sink.commit(batch_id, [m["sink"] for m in messages], checkpoint_ts)
-        return BatchResult(batch_id, checkpoint_ts, {}, rows, 0, time.monotonic() - t0)
+        return self._commit_messages(out, batch_id, checkpoint_ts)

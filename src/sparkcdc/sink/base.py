@@ -14,9 +14,11 @@ Per micro-batch the pipeline does, in this order:
 2. executors: rows are grouped by ``route()`` into ``num_writers`` groups,
    each sorted by ``(commit_ts, seq)``; each group is fed to one
    ``PartitionWriter`` (``write`` per row, then ``close`` which must make the
-   rows durable and return a small JSON-able commit message);
+   rows durable and return a small JSON-able commit message). A sink with
+   ``parallel_segments`` instead gets one writer per route group and segment
+   (``WriterContext.segment``), all running at once;
 3. driver: ``commit(batch_id, messages, checkpoint_ts)`` once every writer
-   succeeded: everything with commit_ts ≤ checkpoint_ts is now durable
+   succeeded (messages in segment order): everything with commit_ts ≤ checkpoint_ts is now durable
    (storage writes ``metadata``, Kafka broadcasts watermarks, ...).
 
 A retried batch calls these again with the same rows (at-least-once).
@@ -47,6 +49,10 @@ class WriterContext:
     task_attempt: int = 0
     tables: dict[tuple[str, str, int], TableInfo] = field(default_factory=dict)
     """(schema, table, table_version) → shape, for every table version in the batch."""
+    segment: int = 0
+    """With ``segments > 1``: which of the batch's segments this writer's rows come from."""
+    segments: int = 1
+    """How many segments of the batch are written at the same time (only for ``parallel_segments`` sinks)."""
 
 
 class PartitionWriter(ABC):
@@ -71,6 +77,10 @@ class Sink(ABC):
     scheme: str = ""
     route_depends_on_row: bool = False
     """True when ``route()`` looks at a row's values or commit_ts, not only its schema and table."""
+    parallel_segments: bool = False
+    """True when writers of different segments of a batch may write the same route group at the same
+    time (each in commit order within its segment) and ``commit`` puts their output in segment order.
+    The pipeline then decodes and writes each segment in one task, without a shuffle."""
 
     def __init__(self, uri: str, config: ReplicaConfig, changefeed_id: str = "default") -> None:
         self.uri = uri

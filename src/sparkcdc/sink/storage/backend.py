@@ -10,6 +10,7 @@ from __future__ import annotations
 import errno
 import os
 import posixpath
+import shutil
 import tempfile
 import uuid
 from dataclasses import dataclass, field
@@ -130,6 +131,31 @@ class StorageBackend:
                 self.fs.pipe_file(path, data)
         except OSError as exc:
             raise _io_error("write", path, exc) from exc
+
+    def move(self, src: str, dst: str) -> None:
+        """Move an object (local files: a rename; object stores: copy, then delete)."""
+        a, b = self.full(src), self.full(dst)
+        try:
+            if self.scheme == "file":
+                os.makedirs(os.path.dirname(b), exist_ok=True)
+                os.replace(a, b)
+            else:
+                self.fs.mv(a, b)
+        except OSError as exc:
+            raise _io_error("move", f"{a} -> {b}", exc) from exc
+
+    def remove_tree(self, rel: str) -> None:
+        """Delete a directory and everything under it (nothing if it does not exist)."""
+        path = self.full(rel)
+        try:
+            if self.scheme == "file":
+                shutil.rmtree(path, ignore_errors=False)
+            else:
+                self.fs.rm(path, recursive=True)
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            raise _io_error("delete", path, exc) from exc
 
     def read(self, rel: str) -> bytes | None:
         """A whole object, or None if it does not exist."""

@@ -13,7 +13,7 @@ from sparkcdc.sink.storage.encoding import RowEncoder
 from sparkcdc.sink.storage.layout import METADATA_FILE, metadata_body, parse_schema_file_path, schema_meta_dir
 from sparkcdc.sink.storage.schema_file import TableDefinition
 from sparkcdc.sink.storage.settings import StorageSettings
-from sparkcdc.sink.storage.writer import StorageWriter
+from sparkcdc.sink.storage.writer import StorageWriter, publish_staged, staging_dir
 
 if TYPE_CHECKING:
     from sparkcdc.config.replica import ReplicaConfig
@@ -30,6 +30,7 @@ class StorageSink(Sink):
     """Writes CSV or canal-json files, schema files and the ``metadata`` checkpoint."""
 
     scheme = "file"
+    parallel_segments = True
 
     def __init__(self, uri: str, config: ReplicaConfig, changefeed_id: str = "default") -> None:
         super().__init__(uri, config, changefeed_id)
@@ -96,8 +97,16 @@ class StorageSink(Sink):
         return StorageWriter(self.settings, ctx, self.encoder)
 
     def commit(self, batch_id: int, messages: list[dict[str, Any]], checkpoint_ts: int) -> None:
-        """Record ``checkpoint_ts`` in ``metadata`` (at most every 2 s; see ``flush_metadata``)."""
-        files = sum(len(m.get("files", ())) for m in messages)
+        """Publish staged files in segment order, then record ``checkpoint_ts`` in ``metadata``.
+
+        ``metadata`` is written at most every 2 s (see ``flush_metadata``).
+        """
+        staged = [entry for m in messages for entry in m.get("staged", ())]
+        if staged:
+            publish_staged(self.settings, staged)
+            # Also drops what failed task attempts of this batch left behind.
+            self.settings.backend.remove_tree(staging_dir(self.changefeed_id, batch_id))
+        files = sum(len(m.get("files", ())) + len(m.get("staged", ())) for m in messages)
         rows = sum(int(m.get("rows", 0)) for m in messages)
         log.debug("storage sink: batch %d committed %d rows in %d files", batch_id, rows, files)
         if time.monotonic() - self._last_metadata_time < METADATA_MIN_INTERVAL:

@@ -4,12 +4,18 @@ For each (schema, table, version) directory a writer keeps one buffer; a buffer
 becomes a file when it reaches ``file-size`` (never inside a transaction with
 ``transaction-atomicity = "table"``) and at ``close()``. Every file is preceded
 by its ``meta/CDC.index``, so a restarted writer continues the numbering.
+
+When several segments of a batch are written at once (``WriterContext.segments
+> 1``), a writer cannot know its files' numbers: it writes them under the
+hidden staging directory instead (``STAGING_DIR``), and the driver's commit
+(``publish_staged``) numbers and moves them in segment order.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +36,15 @@ from sparkcdc.sink.storage.schema_file import TableDefinition
 from sparkcdc.sink.storage.settings import StorageSettings
 
 log = logging.getLogger(__name__)
+
+STAGING_DIR = ".sparkcdc-staging"
+"""Files of parallel segments wait here for their number; hidden, like every dot path of the layout."""
+
+
+def staging_dir(changefeed_id: str, batch_id: int) -> str:
+    """The staging directory of one batch of a changefeed."""
+    return f"{STAGING_DIR}/{changefeed_id}/b{batch_id}"
+
 
 # (storage root, schema, table, row version) -> the version directory its files go to.
 # Schema files are immutable once written, so the answer can be kept per process.
@@ -103,6 +118,12 @@ class StorageWriter(PartitionWriter):
         self._buffers: dict[tuple[str, str, int], _Buffer] = {}
         self._next_index: dict[str, int] = {}
         self._files: list[str] = []
+        self._staged: list[list[Any]] = []
+        self._stage_prefix = (
+            f"{staging_dir(ctx.changefeed_id, ctx.batch_id)}/s{ctx.segment:06d}-{uuid.uuid4().hex[:12]}"
+            if ctx.segments > 1
+            else ""
+        )
         self._rows = 0
         self._bytes = 0
         self._max_commit_ts = 0
@@ -143,6 +164,7 @@ class StorageWriter(PartitionWriter):
         return {
             "writer_id": self.ctx.writer_id,
             "files": list(self._files),
+            "staged": list(self._staged),
             "rows": self._rows,
             "bytes": self._bytes,
             "max_commit_ts": self._max_commit_ts,
@@ -157,16 +179,22 @@ class StorageWriter(PartitionWriter):
             buf.full = False
             return
         directory = DataDir(buf.schema, buf.table, buf.version, None, date_str(self.settings.date_separator))
-        index = self._allocate_index(directory)
-        name = data_file_name(index, self.settings.extension, self.settings.file_index_width)
         header = self.encoder.header(buf.info)
         body = header + b"".join(buf.chunks) if header else b"".join(buf.chunks)
-        # The index goes first: a crash between the two leaves an index naming a missing
-        # file, which the next writer reuses instead of skipping a number.
-        self.backend.write(directory.index_path, (name + "\n").encode())
-        path = f"{directory.path}/{name}"
-        self.backend.write(path, body)
-        self._files.append(path)
+        if self._stage_prefix:
+            # Numbered and moved into place by the driver's commit, after every earlier segment's files.
+            path = f"{self._stage_prefix}/{len(self._staged):06d}.{self.settings.extension}"
+            self.backend.write(path, body)
+            self._staged.append([buf.schema, buf.table, buf.version, directory.date, path])
+        else:
+            index = self._allocate_index(directory)
+            name = data_file_name(index, self.settings.extension, self.settings.file_index_width)
+            # The index goes first: a crash between the two leaves an index naming a missing
+            # file, which the next writer reuses instead of skipping a number.
+            self.backend.write(directory.index_path, (name + "\n").encode())
+            path = f"{directory.path}/{name}"
+            self.backend.write(path, body)
+            self._files.append(path)
         self._rows += buf.rows
         self._bytes += len(body)
         buf.chunks = []
@@ -199,3 +227,27 @@ def next_file_index(backend: StorageBackend, directory: DataDir, extension: str,
     if size:
         return last + 1
     return max(last, 1)
+
+
+def publish_staged(settings: StorageSettings, staged: list[list[Any]]) -> list[str]:
+    """Driver: number and move staged files into their directories, in the given order.
+
+    Each entry is ``[schema, table, version, date, staged path]``. As for a direct write, a
+    directory's ``meta/CDC.index`` names the file before the file appears.
+    """
+    backend = settings.backend
+    ext, width = settings.extension, settings.file_index_width
+    next_index: dict[str, int] = {}
+    published = []
+    for schema, table, version, date, path in staged:
+        directory = DataDir(schema, table, int(version), None, date)
+        nxt = next_index.get(directory.path)
+        if nxt is None:
+            nxt = next_file_index(backend, directory, ext, width)
+        next_index[directory.path] = nxt + 1
+        name = data_file_name(nxt, ext, width)
+        backend.write(directory.index_path, (name + "\n").encode())
+        final = f"{directory.path}/{name}"
+        backend.move(path, final)
+        published.append(final)
+    return published

@@ -13,9 +13,10 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
+from types import CodeType
 from typing import Any
 
 from sparkcdc.codec.values import decimal_text, go_g_format, to_float32
@@ -112,6 +113,7 @@ class CSVEncoder:
         else:
             self.string = _escaper(self.delimiter)
         self._renderers: dict[int, tuple[TableInfo, list[_Render]]] = {}
+        self._compiled: dict[int, tuple[TableInfo, Callable[[RowChange], bytes]]] = {}
 
     @classmethod
     def from_config(cls, cfg: ReplicaConfig) -> CSVEncoder:
@@ -125,11 +127,13 @@ class CSVEncoder:
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         state["_renderers"] = {}
+        state["_compiled"] = {}
         state.pop("string", None)
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
+        self.__dict__.setdefault("_compiled", {})
         if self.quote:
             q, qq = self.quote, self.quote + self.quote
             self.string = lambda s: q + s.replace(q, qq) + q
@@ -193,9 +197,10 @@ class CSVEncoder:
             parts.append(self._binary(v) if isinstance(v, bytes) else ("" if v is None else str(v)))
         return self.string("{" + ", ".join(parts) + "}")
 
-    def _record(
+    def _record_reference(
         self, op: str, row: RowChange, table: TableInfo, image: tuple[Any, ...], is_update: bool
     ) -> str:
+        """One record rendered value by value (the reference the compiled encoders must equal)."""
         d = self.delimiter
         s = self.string
         fields = [s(op), s(row.table), s(row.schema)]
@@ -212,6 +217,27 @@ class CSVEncoder:
 
     def encode_row(self, row: RowChange, table: TableInfo) -> bytes:
         """One record, or two (D then I, both is-update) for an UPDATE with output-old-value."""
+        entry = self._compiled.get(id(table))
+        if entry is None or entry[0] is not table:
+            return self.row_encoder(table)(row)
+        return entry[1](row)
+
+    def encode_rows(self, rows: Iterable[RowChange], table: TableInfo) -> list[bytes]:
+        """``encode_row`` for each row of one table (the compiled encoder is looked up once)."""
+        return list(map(self.row_encoder(table), rows))
+
+    def row_encoder(self, table: TableInfo) -> Callable[[RowChange], bytes]:
+        """The compiled ``encode_row`` for one table shape (generated on first use, then cached)."""
+        entry = self._compiled.get(id(table))
+        if entry is None or entry[0] is not table:
+            if len(self._compiled) > 4096:
+                self._compiled.clear()
+            entry = (table, _compile_row_encoder(self, table))
+            self._compiled[id(table)] = entry
+        return entry[1]
+
+    def encode_row_reference(self, row: RowChange, table: TableInfo) -> bytes:
+        """``encode_row`` rendered value by value: the reference the compiled encoders are tested against."""
         if len(table.columns) == 0:
             raise DecodeError(f"table {row.schema}.{row.table} has no columns; cannot encode a CSV row")
         if row.op == "D":
@@ -231,11 +257,11 @@ class CSVEncoder:
         if row.op == "U":
             if self.output_old_value and row.before is not None:
                 return (
-                    self._record("D", row, table, row.before, True)
-                    + self._record("I", row, table, image, True)
+                    self._record_reference("D", row, table, row.before, True)
+                    + self._record_reference("I", row, table, image, True)
                 ).encode("utf-8", _ENCODING_ERRORS)
-            return self._record("U", row, table, image, True).encode("utf-8", _ENCODING_ERRORS)
-        return self._record(row.op, row, table, image, False).encode("utf-8", _ENCODING_ERRORS)
+            return self._record_reference("U", row, table, image, True).encode("utf-8", _ENCODING_ERRORS)
+        return self._record_reference(row.op, row, table, image, False).encode("utf-8", _ENCODING_ERRORS)
 
     def header(self, table: TableInfo) -> bytes:
         """The output-field-header line (b"" when output-field-header is off)."""
@@ -263,6 +289,305 @@ def _escaper(delimiter: str) -> Callable[[str], str]:
         return pattern.sub(sub, s)
 
     return escape
+
+
+# ------------------------------------------------------------------ compiled encoders
+#
+# ``CSVEncoder.encode_row`` runs one function generated per table shape and options (the way
+# capture/rowcodec.py compiles row decoders): the delimiter, quote and terminator are baked
+# into a single f-string, each column has an inline snippet for its documented Python type,
+# and anything else (NULL aside) goes to the column's reference renderer, so the bytes are
+# those of ``encode_row_reference`` for every value.
+
+_B64_ALPHABET = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=")
+_HEX_ALPHABET = frozenset("0123456789abcdef")
+_FSTRING_PLAIN = frozenset(" ,;:|!#$%&()*+-./<=>?@[]^_`~'")
+
+_Kind = tuple[str, int | None, bool]
+_CODE_CACHE: dict[tuple[Any, ...], CodeType] = {}
+_G32_CACHE: dict[float, str] = {}
+
+
+def _column_kind(col: ColumnInfo) -> _Kind:
+    """The snippet a column gets, in ``CSVEncoder._renderer``'s order of type tests.
+
+    ``(name, decimal scale, NOT NULL)``: NOT NULL text columns are quoted inside the
+    record's f-string on the fast path (a NULL there only sends the row to the general path).
+    """
+    t = col.type
+    if t in INT_TYPES or t in ("year", "bit"):
+        return ("int", None, not col.nullable)
+    if t == "float":
+        return ("f32", None, not col.nullable)
+    if t == "double":
+        return ("f64", None, not col.nullable)
+    if t == "decimal":
+        return ("dec", col.scale, not col.nullable)
+    if t in BLOB_TYPES:
+        return ("bin", None, not col.nullable)
+    return ("str", None, not col.nullable)
+
+
+def _g32(v: float) -> str:
+    """``go_g_format(v, 32)``, remembered per value (±0 and NaN are not cached: they share keys)."""
+    if v == 0.0 or v != v:
+        return go_g_format(v, 32)
+    text = _G32_CACHE.get(v)
+    if text is None:
+        if len(_G32_CACHE) >= 65536:
+            _G32_CACHE.clear()
+        text = _G32_CACHE[v] = go_g_format(v, 32)
+    return text
+
+
+def _literal(text: str) -> str:
+    """``text`` as literal characters inside a double-quoted f-string of generated code."""
+    out = []
+    for ch in text:
+        if ch in "{}":
+            out.append(ch * 2)
+        elif ch.isascii() and (ch.isalnum() or ch in _FSTRING_PLAIN):
+            out.append(ch)
+        else:
+            out.append(f"\\U{ord(ch):08x}")
+    return "".join(out)
+
+
+class _SourceBuilder:
+    """Generated source of ``encode(row) -> bytes`` for one table shape and options.
+
+    A record is one f-string with the delimiters, quotes and terminator as literal text.
+    Ints and floats are rendered in it (floats via ``repr`` where Go's ``%v`` agrees);
+    text columns become a quoted or escaped temporary, except NOT NULL ones in quoted
+    mode: when every such column holds its documented type the row takes a fast path
+    whose f-string has their quotes as literals, so no temporary is built for them.
+    """
+
+    def __init__(
+        self,
+        kinds: tuple[_Kind, ...],
+        quote: str,
+        delimiter: str,
+        terminator: str,
+        binary_encoding: str,
+        include_commit_ts: bool,
+        output_old_value: bool,
+        output_handle_key: bool,
+    ) -> None:
+        self.kinds = kinds
+        self.quote = quote
+        self.delimiter = delimiter
+        self.terminator = terminator
+        self.binary_encoding = binary_encoding
+        self.include_commit_ts = include_commit_ts
+        self.output_old_value = output_old_value
+        self.output_handle_key = output_handle_key
+
+    def _text(self, i: int, kind: _Kind) -> tuple[str, list[str], str, frozenset[str] | None]:
+        """(exact type, statements, variable, alphabet): the unquoted text of a text-like column."""
+        v, t = f"v{i}", f"t{i}"
+        name, scale, _ = kind
+        if name == "dec":
+            if scale is None:
+                inexact = f"'E' in {t}"
+            elif scale == 0:
+                inexact = f"'E' in {t} or '.' in {t}"
+            else:
+                inexact = f"'E' in {t} or {t}[{-scale - 1}:{-scale}] != '.'"
+            return (
+                "Decimal",
+                [f"{t} = str({v})", f"if {inexact}:", f"    {t} = _dec({v}, {scale!r})"],
+                t,
+                None,
+            )
+        if name == "bin":
+            if self.binary_encoding == "hex":
+                return "bytes", [f"{t} = {v}.hex()"], t, _HEX_ALPHABET
+            return "bytes", [f"{t} = _b64({v}, newline=False).decode()"], t, _B64_ALPHABET
+        return "str", [], v, None
+
+    def _field(self, out: str, var: str, alphabet: frozenset[str] | None) -> list[str]:
+        """Set ``out`` to the text in ``var`` as a quoted or escaped field (``alphabet``: all it can hold)."""
+        if self.quote:
+            q = _literal(self.quote)
+            if alphabet is not None and self.quote not in alphabet:
+                return [f'{out} = f"{q}{{{var}}}{q}"']
+            return [f'{out} = f"{q}{{{var}}}{q}" if {self.quote!r} not in {var} else _s({var})']
+        if alphabet is not None and not any(ch in alphabet for ch in self.delimiter):
+            return [f"{out} = {var}"]
+        specials = dict.fromkeys(["\\", "\r", "\n", self.delimiter])
+        test = " or ".join(f"{sp!r} in {var}" for sp in specials)
+        return [f"{out} = _s({var}) if {test} else {var}"]
+
+    def _general(self, i: int, kind: _Kind, body: list[str]) -> str:
+        """Append column ``i``'s statements to ``body``; return its part of the record f-string."""
+        v, f = f"v{i}", f"f{i}"
+        name = kind[0]
+        fallback = [f"elif {v} is None:", f"    {f} = _NULL", "else:", f"    {f} = _r{i}({v})"]
+        if name == "int":
+            return f"{{{v} if type({v}) is int else _NULL if {v} is None else _r{i}({v})}}"
+        if name == "f32":
+            return f"{{_g32({v}) if type({v}) is float else _NULL if {v} is None else _r{i}({v})}}"
+        if name == "f64":
+            # Inside (-1e6, 1e6) Go's %v is fixed notation; so is repr, except below 1e-4.
+            body += [
+                f"if type({v}) is float and -1e6 < {v} < 1e6:",
+                f"    {f} = repr({v})",
+                f"    if {f}[-2:] == '.0':",
+                f"        {f} = {f}[:-2]",
+                f"    elif 'e' in {f}:",
+                f"        {f} = _r{i}({v})",
+                *fallback,
+            ]
+            return f"{{{f}}}"
+        exact, lines, var, alphabet = self._text(i, kind)
+        body += [f"if type({v}) is {exact}:", *("    " + x for x in lines + self._field(f, var, alphabet))]
+        body += fallback
+        return f"{{{f}}}"
+
+    def _baked(self, i: int, kind: _Kind, body: list[str]) -> tuple[str, str]:
+        """Column ``i`` on the fast path: (its type test, its part of the f-string with literal quotes)."""
+        exact, lines, var, alphabet = self._text(i, kind)
+        body += lines
+        q = self.quote
+        if alphabet is None or q in alphabet:
+            body += [f"if {q!r} in {var}:", f"    {var} = {var}.replace({q!r}, {q * 2!r})"]
+        return f"type(v{i}) is {exact}", f"{_literal(q)}{{{var}}}{_literal(q)}"
+
+    def _render(self, prefix: str, image: str, suffix: str) -> list[str]:
+        """Statements that unpack ``image`` and return ``f"{prefix}<hk><values><terminator>"{suffix}``."""
+        n = len(self.kinds)
+        d = _literal(self.delimiter)
+        hk = f"{{_hk({image}, _T)}}{d}" if self.output_handle_key else ""
+        end = _literal(self.terminator)
+        lines = [f"{', '.join(f'v{i}' for i in range(n))}, = {image}"]
+        general: list[str] = []
+        parts = [self._general(i, kind, general) for i, kind in enumerate(self.kinds)]
+        bake = [i for i, k in enumerate(self.kinds) if self.quote and k[2] and k[0] in ("dec", "bin", "str")]
+        if bake:
+            fast: list[str] = []
+            fast_parts = list(parts)
+            tests = []
+            for i in bake:
+                test, fast_parts[i] = self._baked(i, self.kinds[i], fast)
+                tests.append(test)
+            # The other columns' statements, as on the general path.
+            shared: list[str] = []
+            for i, kind in enumerate(self.kinds):
+                if i not in bake:
+                    self._general(i, kind, shared)
+            lines += [
+                f"if {' and '.join(tests)}:",
+                *("    " + x for x in fast + shared),
+                f'    return f"{prefix}{hk}{d.join(fast_parts)}{end}"{suffix}',
+            ]
+        lines += [*general, f'return f"{prefix}{hk}{d.join(parts)}{end}"{suffix}']
+        return lines
+
+    def source(self) -> str:
+        """The module text defining ``encode(row) -> bytes`` (and ``_values`` for output-old-value)."""
+        n = len(self.kinds)
+        d = _literal(self.delimiter)
+        ct = f"{{ct}}{d}" if self.include_commit_ts else ""
+        upd = f"{{upd}}{d}" if self.output_old_value else ""
+        lines = []
+        if self.output_old_value:
+            # An UPDATE with its old value is two records, D then I, both is-update.
+            lines += [
+                "def _values(head, image):",
+                *("    " + x for x in self._render("{head}", "image", "")),
+                "",
+            ]
+        lines += [
+            "def encode(row):",
+            "    op = row.op",
+            "    image = row.before if op == 'D' else row.after",
+            f"    if image is None or len(image) != {n}:",
+            "        return _ref(row, _T)",
+            "    t = row.table",
+            "    s = row.schema",
+            "    ts = _TS if t == _TN and s == _SN else _ts(t, s)",
+        ]
+        if self.include_commit_ts:
+            lines += ["    ct = row.commit_ts", "    if type(ct) is not int:", "        return _ref(row, _T)"]
+        lines += ["    if op == 'U':"]
+        if self.output_old_value:
+            lines += [
+                "        before = row.before",
+                "        if before is not None:",
+                f"            if len(before) != {n}:",
+                "                return _ref(row, _T)",
+                f'            text = _values(f"{{_OPD}}{d}{{ts}}{ct}true{d}", before)'
+                f' + _values(f"{{_OPI}}{d}{{ts}}{ct}true{d}", image)',
+                "            return text.encode('utf-8', 'surrogateescape')",
+                "        upd = 'true'",
+            ]
+        lines += [
+            "        opq = _OPU",
+            "    else:",
+            "        opq = _OPS.get(op)",
+            "        if opq is None:",
+            "            return _ref(row, _T)",
+        ]
+        if self.output_old_value:
+            lines += ["        upd = 'false'"]
+        render = self._render(f"{{opq}}{d}{{ts}}{ct}{upd}", "image", '.encode("utf-8", "surrogateescape")')
+        lines += ["    " + x for x in render]
+        return "\n".join(lines) + "\n"
+
+
+def _compile_row_encoder(enc: CSVEncoder, table: TableInfo) -> Callable[[RowChange], bytes]:
+    """Generate (or take from the cache) and bind ``encode(row) -> bytes`` for one table."""
+    if not table.columns:
+        return lambda row: enc.encode_row_reference(row, table)  # raises the reference's error
+    kinds = tuple(_column_kind(c) for c in table.columns)
+    key = (
+        kinds,
+        enc.quote,
+        enc.delimiter,
+        enc.terminator,
+        enc.binary_encoding,
+        enc.include_commit_ts,
+        enc.output_old_value,
+        enc.output_handle_key,
+    )
+    code = _CODE_CACHE.get(key)
+    if code is None:
+        src = _SourceBuilder(*key).source()
+        code = compile(src, f"<csv encoder {len(kinds)} columns>", "exec")
+        if len(_CODE_CACHE) > 1024:
+            _CODE_CACHE.clear()
+        _CODE_CACHE[key] = code
+    s = enc.string
+    d = enc.delimiter
+
+    def ts(t: str, sc: str) -> str:
+        return s(t) + d + s(sc) + d
+
+    ns: dict[str, Any] = {
+        "Decimal": Decimal,
+        "_NULL": enc.null,
+        "_s": s,
+        "_g32": _g32,
+        "_dec": decimal_text,
+        "_b64": binascii.b2a_base64,
+        "_hk": enc._handle_key,
+        "_ref": enc.encode_row_reference,
+        "_T": table,
+        "_TN": table.table,
+        "_SN": table.schema,
+        "_TS": ts(table.table, table.schema),
+        "_ts": ts,
+        "_OPS": {op: s(op) for op in ("I", "U", "D")},
+        "_OPD": s("D"),
+        "_OPI": s("I"),
+        "_OPU": s("U"),
+    }
+    for i, col in enumerate(table.columns):
+        ns[f"_r{i}"] = enc._renderer(col)
+    exec(code, ns)
+    fn: Callable[[RowChange], bytes] = ns["encode"]
+    return fn
 
 
 # ------------------------------------------------------------------ decoder

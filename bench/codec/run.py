@@ -1,0 +1,232 @@
+"""CSV row-encoding micro-benchmark: the reference encoder beside the compiled per-table encoder.
+
+Usage (from the repository root)::
+
+    .venv/bin/python bench/codec/run.py [--rows 200000] [--repeat 3]
+
+Builds N synthetic row changes shaped like bench/storage's workload (two tables:
+``orders`` with INT/TINYINT/INT UNSIGNED/BIGINT/DECIMAL(12,4)/DOUBLE/VARCHAR/
+DATETIME(6)/TIMESTAMP(3)/DATE/BLOB/ENUM/nullable VARCHAR and ``events`` with
+BIGINT/INT/VARCHAR/JSON; 45 % order inserts, 15 % event inserts, 25 % updates,
+15 % deletes) and times, on one core, what the storage sink does per row with the
+default ``[sink.csv]`` options: the key-change split of an UPDATE plus the CSV
+encoding of each resulting row. The reference path is the encoder as it was before
+the compiled encoders (``CSVEncoder.encode_row_reference`` and
+``split_update_if_key_changed``); the new path is ``RowEncoder.encode_many`` after
+``encoding.split_update``. Both outputs are compared byte for byte first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import hashlib
+import sys
+import time
+from collections.abc import Callable
+from decimal import Decimal
+from typing import Any
+
+from sparkcdc.codec.csv import CSVEncoder
+from sparkcdc.codec.values import split_update_if_key_changed
+from sparkcdc.config.replica import ReplicaConfig
+from sparkcdc.model import ColumnInfo, IndexInfo, RowChange, TableInfo
+from sparkcdc.sink.storage.encoding import RowEncoder, split_update
+
+ORDERS = TableInfo(
+    "bench",
+    "orders",
+    (
+        ColumnInfo("id", "int", nullable=False),
+        ColumnInfo("tiny", "tinyint", nullable=False),
+        ColumnInfo("qty", "int", unsigned=True, nullable=False),
+        ColumnInfo("big", "bigint", nullable=False),
+        ColumnInfo("price", "decimal", precision=12, scale=4, nullable=False),
+        ColumnInfo("ratio", "double", nullable=False),
+        ColumnInfo("name", "varchar", length=64, charset="utf8mb4", nullable=False),
+        ColumnInfo("created", "datetime", fsp=6, nullable=False),
+        ColumnInfo("updated", "timestamp", fsp=3),
+        ColumnInfo("day", "date", nullable=False),
+        ColumnInfo("digest", "blob", nullable=False),
+        ColumnInfo("state", "enum", elements=("new", "paid", "shipped", "done"), nullable=False),
+        ColumnInfo("note", "varchar", length=32, charset="utf8mb4"),
+    ),
+    indexes=(IndexInfo("PRIMARY", ("id",), unique=True, primary=True),),
+    version=1,
+)
+
+EVENTS = TableInfo(
+    "bench",
+    "events",
+    (
+        ColumnInfo("id", "bigint", nullable=False),
+        ColumnInfo("order_id", "int", nullable=False),
+        ColumnInfo("kind", "varchar", length=16, charset="utf8mb4", nullable=False),
+        ColumnInfo("payload", "json"),
+    ),
+    indexes=(IndexInfo("PRIMARY", ("id",), unique=True, primary=True),),
+    version=1,
+)
+
+STATES = ("new", "paid", "shipped", "done")
+KINDS = ("created", "paid", "sent")
+_Q4 = Decimal("0.0001")
+
+
+def order_image(seq: int) -> tuple[Any, ...]:
+    """An ``orders`` row as the capture would produce it for bench/storage's INSERT."""
+    return (
+        seq,
+        seq % 128 - 64,
+        seq * 3,
+        seq * 1000003,
+        (Decimal(seq) / 7).quantize(_Q4),
+        seq * 1.5,
+        f"order-{seq}-{'x' * (seq % 20)}",
+        f"2024-01-{1 + seq // 86400 % 28:02d} {seq // 3600 % 24:02d}:{seq // 60 % 60:02d}:{seq % 60:02d}"
+        f".{seq * 7919 % 1000000:06d}",
+        None
+        if seq % 3 == 0
+        else f"2024-06-01 {seq // 3600 % 24:02d}:{seq // 60 % 60:02d}:{seq % 60:02d}.000",
+        f"{2020 + seq % 8}-{1 + seq % 12:02d}-{1 + seq % 28:02d}",
+        hashlib.sha1(str(seq).encode()).digest(),
+        STATES[seq % 4],
+        None if seq % 5 == 0 else f"n{seq}",
+    )
+
+
+def event_image(seq: int) -> tuple[Any, ...]:
+    """An ``events`` row."""
+    return (seq, seq % 50000, KINDS[seq % 3], f'{{"seq": {seq}, "ok": true}}')
+
+
+def workload(rows: int) -> list[tuple[RowChange, TableInfo]]:
+    """45 % order inserts, 15 % event inserts, 25 % updates, 15 % deletes, in bench/storage's order."""
+    n_ord = rows * 45 // 100
+    n_evt = rows * 15 // 100
+    n_del = rows * 15 // 100
+    n_upd = rows - n_ord - n_evt - n_del
+    out: list[tuple[RowChange, TableInfo]] = []
+    ts = 1 << 40
+
+    def add(op: str, table: TableInfo, before: Any, after: Any) -> None:
+        nonlocal ts
+        ts += 1
+        out.append((RowChange(op, "bench", table.table, 1, ts, before, after), table))  # type: ignore[arg-type]
+
+    for seq in range(1, n_ord + 1):
+        add("I", ORDERS, None, order_image(seq))
+        if seq <= n_evt:
+            add("I", EVENTS, None, event_image(seq))
+    for seq in range(n_ord + 1, n_evt + 1):
+        add("I", EVENTS, None, event_image(seq))
+    for seq in range(1, n_upd + 1):
+        old = order_image(seq)
+        new = list(old)
+        new[2] += 1
+        new[4] *= 2
+        new[6] += "!"
+        new[8] = f"2025-01-01 00:{seq // 60 % 60:02d}:{seq % 60:02d}.000"
+        new[11] = "paid"
+        add("U", ORDERS, old, tuple(new))
+    for seq in range(n_ord - n_del + 1, n_ord + 1):
+        add("D", ORDERS, order_image(seq), None)
+    return out
+
+
+def reference_path(enc: CSVEncoder) -> Callable[[list[tuple[RowChange, TableInfo]]], list[bytes]]:
+    """The storage sink's per-row work before the compiled encoders."""
+
+    def run(rows: list[tuple[RowChange, TableInfo]]) -> list[bytes]:
+        out = []
+        for row, table in rows:
+            for r in split_update_if_key_changed(row, table):
+                out.append(enc.encode_row_reference(r, table))
+        return out
+
+    return run
+
+
+def compiled_path(
+    enc: RowEncoder, per_row: bool
+) -> Callable[[list[tuple[RowChange, TableInfo]]], list[bytes]]:
+    """The storage sink's per-row work with the compiled encoders (``encode`` per row or ``encode_many``)."""
+
+    def run(rows: list[tuple[RowChange, TableInfo]]) -> list[bytes]:
+        out: list[bytes] = []
+        if per_row:
+            for row, table in rows:
+                for r in split_update(row, table):
+                    out.append(enc.encode(r, table))
+            return out
+        # Runs of consecutive rows of one table, as a writer batching per table would pass them.
+        i, n = 0, len(rows)
+        while i < n:
+            table = rows[i][1]
+            batch: list[RowChange] = []
+            while i < n and rows[i][1] is table:
+                batch += split_update(rows[i][0], table)
+                i += 1
+            out += enc.encode_many(batch, table)
+        return out
+
+    return run
+
+
+def best_rates(
+    paths: dict[str, Callable[[list[Any]], list[bytes]]], rows: list[Any], repeat: int
+) -> dict[str, float]:
+    """Rows per second of each path: the fastest of ``repeat`` runs, interleaved, in process CPU time.
+
+    CPU time of this (single-threaded) process, not wall time, so other work on the
+    machine moves the figures less; runs alternate between paths for the same reason.
+    """
+    best = dict.fromkeys(paths, float("inf"))
+    for _ in range(repeat):
+        for name, fn in paths.items():
+            gc.collect()
+            t0 = time.process_time()
+            fn(rows)
+            best[name] = min(best[name], time.process_time() - t0)
+    return {name: len(rows) / seconds for name, seconds in best.items()}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark and print rows/s of each path and the ratio."""
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rows", type=int, default=200_000, help="row changes (default 200000)")
+    ap.add_argument("--repeat", type=int, default=5, help="runs per path; the fastest counts (default 5)")
+    args = ap.parse_args(argv)
+    rows = workload(args.rows)
+    cfg = ReplicaConfig()
+    ref = reference_path(CSVEncoder.from_config(cfg))
+    new_enc = RowEncoder("csv", cfg)
+    per_row = compiled_path(new_enc, per_row=True)
+    many = compiled_path(new_enc, per_row=False)
+    expected = ref(rows)
+    for name, fn in (("encode", per_row), ("encode_many", many)):
+        if fn(rows) != expected:
+            print(f"MISMATCH: the compiled path ({name}) differs from the reference", file=sys.stderr)
+            return 1
+    size = sum(map(len, expected))
+    print(f"{len(rows)} row changes -> {len(expected)} CSV records, {size / 2**20:.1f} MiB; identical bytes")
+    rates = best_rates(
+        {
+            "reference: split_update_if_key_changed + encode_row_reference": ref,
+            "compiled: split_update + RowEncoder.encode": per_row,
+            "compiled: split_update + RowEncoder.encode_many (per-table runs)": many,
+        },
+        rows,
+        args.repeat,
+    )
+    r_ref = next(iter(rates.values()))
+    print(
+        f"{'path (default [sink.csv], one core, CPU time)':62} {'rows/s':>10} {'us/row':>7} {'speed-up':>8}"
+    )
+    for name, rate in rates.items():
+        print(f"{name:62} {rate:>10,.0f} {1e6 / rate:>7.2f} {rate / r_ref:>7.2f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -111,7 +111,7 @@ def test_parallel_segments_to_file_and_s3_equal_upstream(
         if name == "file":
             root = tmp_path / "out"
             names = [str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()]
-            rows = _check_files(names, lambda rel, root=root: (root / rel).read_bytes())
+            rows = _check_files(names, lambda rel: (tmp_path / "out" / rel).read_bytes())
             assert not list(root.rglob(".sparkcdc-staging/*/*/*")), "staged files were left behind"
         else:
             names = [k[len("segments/cdc/") :] for k in fs.find("segments/cdc")]

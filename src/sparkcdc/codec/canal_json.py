@@ -511,12 +511,34 @@ def _compile_columns(cols: list[_ColPlan], table: TableInfo, full_image: bool) -
         other = f'("null" if {v} is None else F{i}({v}))'
         if kind == "int":
             expr = f"""f'"{{{v}}}"' if type({v}) is int else {other}"""
-        elif kind in ("float32", "float64"):
-            bits = 32 if kind == "float32" else 64
-            expr = f"""'"' + _gf({v}, {bits}) + '"' if type({v}) is float else {other}"""
+        elif kind == "float32":
+            expr = f"""'"' + _gf({v}, 32) + '"' if type({v}) is float else {other}"""
+        elif kind == "float64":
+            # go_format_float(v, 64) inline: repr is Go's 'f' format unless it has an exponent or is special
+            lines += [
+                f"    if type({v}) is float:",
+                f"        r = repr({v})",
+                f"""        if "e" in r or "n" in r: t{i} = '"' + _gf({v}, 64) + '"'""",
+                f"""        else: t{i} = f'"{{r[:-2]}}"' if r[-2:] == ".0" else f'"{{r}}"'""",
+                f"    else: t{i} = {other}",
+            ]
+            continue
         elif kind == "decimal":
+            # decimal_text(v, scale) inline: str(v) already has exactly `scale` fraction digits
             scale = table.columns[i].scale
-            expr = f"""'"' + _dt({v}, {scale!r}) + '"' if type({v}) is Decimal else {other}"""
+            if scale is None:
+                ok = '"E" not in r'
+            elif scale == 0:
+                ok = '"E" not in r and "." not in r'
+            else:
+                ok = f'r[{-scale - 1}:{-scale}] == "." and "E" not in r'
+            lines += [
+                f"    if type({v}) is Decimal:",
+                f"        r = str({v})",
+                f"""        t{i} = f'"{{r}}"' if {ok} else '"' + _dt({v}, {scale!r}) + '"'""",
+                f"    else: t{i} = {other}",
+            ]
+            continue
         elif kind == "bytes":
             expr = f"""_js({v}.decode("latin-1")) if type({v}) is bytes else {other}"""
         elif kind == "enum":

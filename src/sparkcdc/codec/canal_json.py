@@ -478,14 +478,65 @@ def _fstring_literal(text: str) -> str:
     return "f" + repr(text.replace("{", "{{").replace("}", "}}"))
 
 
+def _token_statements(c: _ColPlan, kind: str, table: TableInfo, ns: dict[str, Any]) -> list[str]:
+    """Statements that set ``t<i>`` to the JSON token of column ``c``'s value ``v<i>``.
+
+    Values of the types ``ColumnInfo`` documents take an inline expression; any
+    other value goes through the column's reference formatter (``_ColPlan.fmt``),
+    so the text is always the reference's.
+    """
+    i = c.index
+    v = f"v{i}"
+    ns[f"F{i}"] = c.fmt
+    other = f'("null" if {v} is None else F{i}({v}))'
+    if kind == "int":
+        return [f"""    t{i} = f'"{{{v}}}"' if type({v}) is int else {other}"""]
+    if kind == "float32":
+        return [f"""    t{i} = '"' + _gf({v}, 32) + '"' if type({v}) is float else {other}"""]
+    if kind == "float64":
+        # go_format_float(v, 64) inline: repr is Go's 'f' format unless it has an exponent or is special
+        return [
+            f"    if type({v}) is float:",
+            f"        r = repr({v})",
+            f"""        if "e" in r or "n" in r: t{i} = '"' + _gf({v}, 64) + '"'""",
+            f"""        else: t{i} = f'"{{r[:-2]}}"' if r[-2:] == ".0" else f'"{{r}}"'""",
+            f"    else: t{i} = {other}",
+        ]
+    if kind == "decimal":
+        # decimal_text(v, scale) inline: str(v) already has exactly `scale` fraction digits
+        scale = table.columns[i].scale
+        if scale is None:
+            ok = '"E" not in r'
+        elif scale == 0:
+            ok = '"E" not in r and "." not in r'
+        else:
+            ok = f'r[{-scale - 1}:{-scale}] == "." and "E" not in r'
+        return [
+            f"    if type({v}) is Decimal:",
+            f"        r = str({v})",
+            f"""        t{i} = f'"{{r}}"' if {ok} else '"' + _dt({v}, {scale!r}) + '"'""",
+            f"    else: t{i} = {other}",
+        ]
+    if kind == "bytes":
+        return [f"""    t{i} = _js({v}.decode("latin-1")) if type({v}) is bytes else {other}"""]
+    if kind == "enum":
+        col = table.columns[i]
+        index = {name: str(n) for n, name in enumerate(col.elements, 1)}
+        index[""] = "0"
+        ns[f"E{i}"] = {name: f'"{n}"' for name, n in index.items()}
+        return [f"    t{i} = (E{i}.get({v}) if type({v}) is str else None) or {other}"]
+    if kind in ("str", "json"):
+        return [f"    t{i} = _js({v}) if type({v}) is str else {other}"]
+    return [f"    t{i} = {other}"]  # set: the reference formatter
+
+
 def _compile_columns(cols: list[_ColPlan], table: TableInfo, full_image: bool) -> tuple[Any, Any]:
     """Generate ``render(img) -> '"a":"1",...'`` and ``tokens(img) -> ('"a":"1"', ...)`` for ``cols``.
 
-    Each column's token comes from one inline expression for the value types
-    ``ColumnInfo`` documents; any other value goes through the column's
-    reference formatter (``_ColPlan.fmt``), so the text is always the
-    reference's. Plain strings are checked for characters that need escaping
-    with one regex search over all of them joined.
+    ``render`` has a fast path for rows whose integer and string columns hold
+    ints and strs (or NULL where the column is nullable) and whose strings need
+    no escaping (one regex search over all of them joined): those values go
+    straight into one f-string. Other rows take the per-column token path.
     """
     ns: dict[str, Any] = {
         "_js": json_str,
@@ -494,78 +545,65 @@ def _compile_columns(cols: list[_ColPlan], table: TableInfo, full_image: bool) -
         "_dt": decimal_text,
         "Decimal": Decimal,
     }
-    lines = ["def _columns(img):"]
+    head = ["def _columns(img):"]
     if full_image and cols:
-        lines.append("    " + "".join(f"v{c.index}, " for c in cols) + "= img")
+        head.append("    " + "".join(f"v{c.index}, " for c in cols) + "= img")
     else:
-        lines.extend(f"    v{c.index} = img[{c.index}]" for c in cols)
-    kinds = [_column_kind(table.columns[c.index]) for c in cols]
-    plain_cols = [c for c, k in zip(cols, kinds, strict=True) if k == "str"]
-    if len(plain_cols) > 1:
-        joined = "".join(f"{{v{c.index} if type(v{c.index}) is str else ''}}" for c in plain_cols)
-        lines.append(f'    plain = _search(f"{joined}") is None')
-    for c, kind in zip(cols, kinds, strict=True):
-        i = c.index
-        v = f"v{i}"
-        ns[f"F{i}"] = c.fmt
-        other = f'("null" if {v} is None else F{i}({v}))'
-        if kind == "int":
-            expr = f"""f'"{{{v}}}"' if type({v}) is int else {other}"""
-        elif kind == "float32":
-            expr = f"""'"' + _gf({v}, 32) + '"' if type({v}) is float else {other}"""
-        elif kind == "float64":
-            # go_format_float(v, 64) inline: repr is Go's 'f' format unless it has an exponent or is special
-            lines += [
-                f"    if type({v}) is float:",
-                f"        r = repr({v})",
-                f"""        if "e" in r or "n" in r: t{i} = '"' + _gf({v}, 64) + '"'""",
-                f"""        else: t{i} = f'"{{r[:-2]}}"' if r[-2:] == ".0" else f'"{{r}}"'""",
-                f"    else: t{i} = {other}",
-            ]
-            continue
-        elif kind == "decimal":
-            # decimal_text(v, scale) inline: str(v) already has exactly `scale` fraction digits
-            scale = table.columns[i].scale
-            if scale is None:
-                ok = '"E" not in r'
-            elif scale == 0:
-                ok = '"E" not in r and "." not in r'
+        head.extend(f"    v{c.index} = img[{c.index}]" for c in cols)
+    kinds = {c.index: _column_kind(table.columns[c.index]) for c in cols}
+    token_lines = {c.index: _token_statements(c, kinds[c.index], table, ns) for c in cols}
+    simple = [c for c in cols if kinds[c.index] in ("int", "str")]
+
+    def key_literal(n: int, c: _ColPlan) -> str:
+        return _fstring_literal(("," if n else "") + c.key)
+
+    general = [line for c in cols for line in token_lines[c.index]]
+    general_return = " ".join(f"{key_literal(n, c)} f'{{t{c.index}}}'" for n, c in enumerate(cols)) or "''"
+
+    # render: the tokens of other kinds first, then the fast path, then the per-column path
+    render = list(head)
+    for c in cols:
+        if c.index not in {s.index for s in simple}:
+            render.extend(token_lines[c.index])
+    if simple:
+        guards = []
+        strs = []
+        prelude = []
+        for c in simple:
+            v = f"v{c.index}"
+            typ = "int" if kinds[c.index] == "int" else "str"
+            nullable = table.columns[c.index].nullable
+            guards.append(f"({v} is None or type({v}) is {typ})" if nullable else f"type({v}) is {typ}")
+            if typ == "str":
+                strs.append(f"{{{v} or ''}}" if nullable else f"{{{v}}}")
+            if nullable:
+                prelude.append(f"""        t{c.index} = "null" if {v} is None else f'"{{{v}}}"'""")
+        render.append("    if " + " and ".join(guards) + ":")
+        indent = "        "
+        if strs:
+            render.append(f'        if _search(f"{"".join(strs)}") is None:')
+            indent = "            "
+        render.extend(indent + line.strip() for line in prelude)
+        pieces = []
+        for n, c in enumerate(cols):
+            pieces.append(key_literal(n, c))
+            nullable = table.columns[c.index].nullable
+            if c.index in {s.index for s in simple} and not nullable:
+                pieces.append(f"""f'"{{v{c.index}}}"'""")
             else:
-                ok = f'r[{-scale - 1}:{-scale}] == "." and "E" not in r'
-            lines += [
-                f"    if type({v}) is Decimal:",
-                f"        r = str({v})",
-                f"""        t{i} = f'"{{r}}"' if {ok} else '"' + _dt({v}, {scale!r}) + '"'""",
-                f"    else: t{i} = {other}",
-            ]
-            continue
-        elif kind == "bytes":
-            expr = f"""_js({v}.decode("latin-1")) if type({v}) is bytes else {other}"""
-        elif kind == "enum":
-            col = table.columns[i]
-            index = {name: str(n) for n, name in enumerate(col.elements, 1)}
-            index[""] = "0"
-            ns[f"E{i}"] = {name: f'"{n}"' for name, n in index.items()}
-            expr = f"(E{i}.get({v}) if type({v}) is str else None) or {other}"
-        elif kind == "str" and len(plain_cols) > 1:
-            expr = f"""(('"' + {v} + '"') if plain else _js({v})) if type({v}) is str else {other}"""
-        elif kind in ("str", "json"):
-            expr = f"_js({v}) if type({v}) is str else {other}"
-        else:  # set: the reference formatter
-            expr = other
-        lines.append(f"    t{i} = {expr}")
-    pieces = []
-    for n, c in enumerate(cols):
-        pieces.append(_fstring_literal(("," if n else "") + c.key))
-        pieces.append(f"f'{{t{c.index}}}'")
-    render_src = "\n".join([*lines, "    return " + (" ".join(pieces) if pieces else "''")])
+                pieces.append(f"f'{{t{c.index}}}'")
+        render.append(indent + "return " + " ".join(pieces))
+        for c in simple:
+            render.extend(token_lines[c.index])
+    render.append("    return " + general_return)
+
     tuple_items = "".join(f"{_fstring_literal(c.key)} f'{{t{c.index}}}', " for c in cols)
-    tokens_src = "\n".join([*lines, f"    return ({tuple_items})"])
+    tokens = [*head, *general, f"    return ({tuple_items})"]
     where = f"{table.schema}.{table.table}"
     render_ns = dict(ns)
-    exec(compile(render_src, f"<canal-json {where} render>", "exec"), render_ns)
+    exec(compile("\n".join(render), f"<canal-json {where} render>", "exec"), render_ns)
     tokens_ns = dict(ns)
-    exec(compile(tokens_src, f"<canal-json {where} tokens>", "exec"), tokens_ns)
+    exec(compile("\n".join(tokens), f"<canal-json {where} tokens>", "exec"), tokens_ns)
     return render_ns["_columns"], tokens_ns["_columns"]
 
 

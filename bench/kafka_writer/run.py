@@ -27,7 +27,7 @@ that both wrote the same message bytes (``ts``, the wall clock, masked).
 from __future__ import annotations
 
 import argparse
-import json
+import os
 import re
 import statistics
 import sys
@@ -289,24 +289,26 @@ class ReferenceKafkaPartitionWriter:
 
 def push(
     sink: Any, rows: list[tuple[RowChange, TableInfo]], reference: bool = False
-) -> tuple[float, list[dict[str, Any]]]:
-    """What the pipeline does with one batch: rows grouped by route(); timed: each group's write + close."""
+) -> tuple[float, float, list[dict[str, Any]]]:
+    """What the pipeline does with one batch: rows grouped by route() (not timed), then each group's
+    write + close, timed: (wall seconds, CPU seconds of this process incl. librdkafka's threads, messages)."""
     from sparkcdc.sink.base import WriterContext
 
     groups: dict[int, list[tuple[RowChange, TableInfo]]] = {}
     for row, table in rows:
         groups.setdefault(sink.route(row, table), []).append((row, table))
     out = []
-    seconds = 0.0
+    seconds = cpu = 0.0
     for g, items in sorted(groups.items()):
         ctx = WriterContext("bench", 0, g)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         w = ReferenceKafkaPartitionWriter(sink, ctx) if reference else sink.open_writer(ctx)
         for row, table in items:
             w.write(row, table)
         out.append(w.close())
         seconds += time.perf_counter() - t0
-    return seconds, out
+        cpu += time.process_time() - c0
+    return seconds, cpu, out
 
 
 _TS = re.compile(rb',"ts":\d+,')
@@ -362,6 +364,8 @@ def main() -> None:
     print(f"workload: {len(rows)} row changes built in {time.monotonic() - t0:.1f}s", flush=True)
     query = "protocol=canal-json" + ("&" + args.query if args.query else "")
     results: dict[str, list[float]] = {"reference": [], "compiled": []}
+    cpu_results: dict[str, list[float]] = {"reference": [], "compiled": []}
+    print(f"load average at start: {os.getloadavg()[0]:.1f}", flush=True)
     with LocalTansu() as broker:
         # warm up the producer connection and topic metadata paths once
         push(build_sink(broker, "bench-warmup", query), rows[:2000])
@@ -370,13 +374,15 @@ def main() -> None:
             for name in ("reference", "compiled") if r % 2 == 0 else ("compiled", "reference"):
                 topic = f"bench-{name}-{r}"
                 sink = build_sink(broker, topic, query)
-                dt, msgs = push(sink, rows, reference=name == "reference")
+                dt, cpu, msgs = push(sink, rows, reference=name == "reference")
                 sent = sum(m["messages"] for m in msgs)
                 assert sum(m["rows"] for m in msgs) == len(rows), msgs
                 results[name].append(len(rows) / dt)
+                cpu_results[name].append(len(rows) / cpu)
                 topics[name] = topic
                 print(
-                    f"  run {r + 1} {name:9s}: {dt:6.2f}s  {len(rows) / dt:9,.0f} rows/s  ({sent} messages)",
+                    f"  run {r + 1} {name:9s}: {dt:6.2f}s wall {len(rows) / dt:9,.0f} rows/s | "
+                    f"{cpu:6.2f}s CPU {len(rows) / cpu:9,.0f} rows/CPU-s  ({sent} messages)",
                     flush=True,
                 )
         if not args.no_verify:
@@ -389,19 +395,15 @@ def main() -> None:
             if not same:
                 sys.exit(1)
         close_all_producers(5)
-    print(
-        json.dumps(
-            {
-                name: {"best": round(max(v)), "median": round(statistics.median(v))}
-                for name, v in results.items()
-            }
+    print(f"load average at end: {os.getloadavg()[0]:.1f}")
+    for label, res in (("wall", results), ("CPU", cpu_results)):
+        ref_best, new_best = max(res["reference"]), max(res["compiled"])
+        ref_med, new_med = statistics.median(res["reference"]), statistics.median(res["compiled"])
+        print(
+            f"{label:4s} rows/s  reference best {ref_best:,.0f} median {ref_med:,.0f} | "
+            f"compiled best {new_best:,.0f} median {new_med:,.0f} | "
+            f"speed-up best {new_best / ref_best:.2f}x median {new_med / ref_med:.2f}x"
         )
-    )
-    ref_best, new_best = max(results["reference"]), max(results["compiled"])
-    print(
-        f"speed-up (best): {new_best / ref_best:.2f}x; (median): "
-        f"{statistics.median(results['compiled']) / statistics.median(results['reference']):.2f}x"
-    )
 
 
 if __name__ == "__main__":

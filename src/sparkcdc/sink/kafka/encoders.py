@@ -16,6 +16,8 @@ from sparkcdc.errors import ConfigError, SinkURIError
 from sparkcdc.sink.kafka.options import KNOWN_PROTOCOLS, KafkaOptions
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from sparkcdc.config.replica import ReplicaConfig
     from sparkcdc.model import DDLEvent, RowChange, TableInfo
 
@@ -36,6 +38,11 @@ class MessageEncoder(ABC):
     @abstractmethod
     def encode_row(self, row: RowChange, table: TableInfo, topic: str) -> list[KeyValue]:
         """The messages of one row change, in order."""
+
+    def value_encoder(self, row: RowChange, table: TableInfo) -> Callable[[RowChange], bytes] | None:
+        """For protocols that send one keyless message per row: that message's value for rows of
+        ``row``'s schema and table name with shape ``table`` (the writer's fast path); else None."""
+        return None
 
     def encode_row_handle_key_only(self, row: RowChange, table: TableInfo) -> KeyValue:
         """The handle-key-only form of an oversized row message."""
@@ -75,6 +82,10 @@ class CanalJsonKafkaEncoder(MessageEncoder):
     def encode_row(self, row: RowChange, table: TableInfo, topic: str) -> list[KeyValue]:
         """One message, key null."""
         return [(None, self._codec.encode_row(row, table))]
+
+    def value_encoder(self, row: RowChange, table: TableInfo) -> Callable[[RowChange], bytes] | None:
+        """The compiled canal-json encoder of the table (the key is always null)."""
+        return self._codec.row_encoder(row, table)
 
     def encode_row_handle_key_only(self, row: RowChange, table: TableInfo) -> KeyValue:
         """Only the handle-key columns and ``_tidb.onlyHandleKey``."""

@@ -178,7 +178,7 @@ class DeliveryTracker:
         self.bytes = 0
         self.errors: list[Exception] = []
         # one bound callback for every message (the message itself names its topic and partition)
-        self._on_delivery = self._delivered
+        self.on_delivery = self._delivered
         self._producer = shared.producer
 
     def _delivered(self, err: Any, msg: Any) -> None:
@@ -206,14 +206,14 @@ class DeliveryTracker:
         """Queue one message (waits while librdkafka's local queue is full)."""
         producer = self._producer
         try:
-            producer.produce(topic, value=value, key=key, partition=partition, on_delivery=self._on_delivery)
+            producer.produce(topic, value=value, key=key, partition=partition, on_delivery=self.on_delivery)
         except BufferError:
             while True:
                 # local queue full: serve delivery reports until there is room
                 producer.poll(0.1)
                 try:
                     producer.produce(
-                        topic, value=value, key=key, partition=partition, on_delivery=self._on_delivery
+                        topic, value=value, key=key, partition=partition, on_delivery=self.on_delivery
                     )
                     break
                 except BufferError:

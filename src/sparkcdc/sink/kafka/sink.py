@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from sparkcdc.dispatch.router import EventRouter
 from sparkcdc.sink.base import PartitionWriter, Sink, WriterContext
-from sparkcdc.sink.kafka.encoders import MessageEncoder, build_encoder, validate_protocol
+from sparkcdc.sink.kafka.encoders import KeyValue, MessageEncoder, build_encoder, validate_protocol
 from sparkcdc.sink.kafka.large_message import LargeMessageHandler
 from sparkcdc.sink.kafka.options import DEFAULT_PARTITION_NUM, MESSAGE_OVERHEAD, KafkaOptions
 from sparkcdc.sink.kafka.producer import DeliveryTracker, get_producer
@@ -224,9 +224,9 @@ class KafkaSink(Sink):
 class _TableRoute:
     """What a writer reuses for every row of one table: topic, partition rule, key-column positions."""
 
-    __slots__ = ("dispatcher", "fixed_partition", "key_indexes", "num_partitions", "topic")
+    __slots__ = ("dispatcher", "encode_value", "fixed_partition", "key_indexes", "num_partitions", "topic")
 
-    def __init__(self, sink: KafkaSink, row: RowChange, table: TableInfo) -> None:
+    def __init__(self, sink: KafkaSink, encoder: MessageEncoder, row: RowChange, table: TableInfo) -> None:
         from sparkcdc.codec.values import key_column_indexes
 
         route = sink.router.match(row.schema, row.table)
@@ -240,6 +240,7 @@ class _TableRoute:
             else None
         )
         self.key_indexes = tuple(sorted(key_column_indexes(table)))
+        self.encode_value = encoder.value_encoder(row, table)
 
 
 class KafkaPartitionWriter(PartitionWriter):
@@ -265,7 +266,7 @@ class KafkaPartitionWriter(PartitionWriter):
         key = (row.schema, row.table, id(table))
         tr = self._routes.get(key)
         if tr is None:
-            tr = _TableRoute(self.sink, row, table)
+            tr = _TableRoute(self.sink, self.encoder, row, table)
             self._routes[key] = tr
             self.topics.setdefault(tr.topic, tr.num_partitions)
         return tr
@@ -299,21 +300,40 @@ class KafkaPartitionWriter(PartitionWriter):
         if self._txn_split:
             # spec §7: once an UPDATE was split, the transaction is ordered DELETE < UPDATE < INSERT
             txn.sort(key=_op_rank)
-        encode_row = self.encoder.encode_row
-        produce = self.tracker.produce
+        tracker = self.tracker
         limit = self.large.max_message_bytes - MESSAGE_OVERHEAD
-        for row, table, tr in txn:
-            partition = tr.fixed_partition
-            if partition is None:
-                partition = tr.dispatcher.partition(row, table, tr.num_partitions)
-            topic = tr.topic
-            messages = encode_row(row, table, topic)
-            for key, value in messages:
-                if (len(key) if key else 0) + (len(value) if value else 0) > limit:
-                    messages = self.large.check(self.encoder, row, table, messages)
-                    break
-            for key, value in messages:
-                produce(topic, partition, key, value)
+        producer = tracker.shared.producer
+        on_delivery = tracker.on_delivery
+        sent = nbytes = 0
+        try:
+            for row, table, tr in txn:
+                partition = tr.fixed_partition
+                if partition is None:
+                    partition = tr.dispatcher.partition(row, table, tr.num_partitions)
+                topic = tr.topic
+                encode_value = tr.encode_value
+                if encode_value is not None:
+                    value = encode_value(row)
+                    if len(value) <= limit:
+                        # the common case, inline: one keyless message that fits
+                        try:
+                            producer.produce(topic, value, None, partition, on_delivery)
+                        except BufferError:
+                            tracker.produce(topic, partition, None, value)
+                            continue
+                        sent += 1
+                        nbytes += len(value)
+                        continue
+                    messages: list[KeyValue] = [(None, value)]
+                else:
+                    messages = self.encoder.encode_row(row, table, topic)
+                for key, payload in self.large.check(self.encoder, row, table, messages):
+                    tracker.produce(topic, partition, key, payload)
+        finally:
+            tracker.sent += sent
+            tracker.bytes += nbytes
+            if sent:
+                producer.poll(0)
         self._txn = []
         self._txn_ts = None
         self._txn_split = False

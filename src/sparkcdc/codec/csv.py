@@ -197,6 +197,20 @@ class CSVEncoder:
             parts.append(self._binary(v) if isinstance(v, bytes) else ("" if v is None else str(v)))
         return self.string("{" + ", ".join(parts) + "}")
 
+    def _handle_key_fn(self, table: TableInfo) -> Callable[[tuple[Any, ...]], str]:
+        """``_handle_key`` for one table, its key positions looked up once."""
+        idx = table.handle_key_index
+        binary, string = self._binary, self.string
+
+        def handle_key(image: tuple[Any, ...]) -> str:
+            parts = []
+            for i in idx:
+                v = image[i]
+                parts.append(binary(v) if isinstance(v, bytes) else ("" if v is None else str(v)))
+            return string("{" + ", ".join(parts) + "}")
+
+        return handle_key
+
     def _record_reference(
         self, op: str, row: RowChange, table: TableInfo, image: tuple[Any, ...], is_update: bool
     ) -> str:
@@ -328,6 +342,12 @@ def _column_kind(col: ColumnInfo) -> _Kind:
     return ("str", None, not col.nullable)
 
 
+def _handle_key_shape(table: TableInfo) -> tuple[tuple[int, ...], bool]:
+    """(handle-key positions, whether it is one integer column): what ``_handle_key`` branches on."""
+    idx = table.handle_key_index
+    return idx, len(idx) == 1 and table.columns[idx[0]].type in INT_TYPES
+
+
 def _g32(v: float) -> str:
     """``go_g_format(v, 32)``, remembered per value (±0 and NaN are not cached: they share keys)."""
     if v == 0.0 or v != v:
@@ -373,8 +393,10 @@ class _SourceBuilder:
         include_commit_ts: bool,
         output_old_value: bool,
         output_handle_key: bool,
+        handle_key: tuple[tuple[int, ...], bool] | None = None,
     ) -> None:
         self.kinds = kinds
+        self.handle_key = handle_key
         self.quote = quote
         self.delimiter = delimiter
         self.terminator = terminator
@@ -454,13 +476,32 @@ class _SourceBuilder:
             body += [f"if {q!r} in {var}:", f"    {var} = {var}.replace({q!r}, {q * 2!r})"]
         return f"type(v{i}) is {exact}", f"{_literal(q)}{{{var}}}{_literal(q)}"
 
+    def _handle_key_lines(self, image: str) -> list[str]:
+        """Statements setting ``hk`` to the handle-key field (``CSVEncoder._handle_key``)."""
+        idx, single_int = self.handle_key or ((), False)
+        if not idx:
+            return ["hk = _NULL"]
+        if not single_int:
+            return [f"hk = _hkc({image})"]
+        v = f"v{idx[0]}"
+        digits = set("0123456789-")
+        if self.quote and self.quote not in digits:
+            q = _literal(self.quote)
+            return [f'hk = f"{q}{{{v}}}{q}" if type({v}) is int else _s(str({v}))']
+        if not self.quote and not digits.intersection(self.delimiter):
+            return [f"hk = {v} if type({v}) is int else _s(str({v}))"]
+        return [f"hk = _s(str({v}))"]
+
     def _render(self, prefix: str, image: str, suffix: str) -> list[str]:
         """Statements that unpack ``image`` and return ``f"{prefix}<hk><values><terminator>"{suffix}``."""
         n = len(self.kinds)
         d = _literal(self.delimiter)
-        hk = f"{{_hk({image}, _T)}}{d}" if self.output_handle_key else ""
         end = _literal(self.terminator)
         lines = [f"{', '.join(f'v{i}' for i in range(n))}, = {image}"]
+        hk = ""
+        if self.output_handle_key:
+            hk = f"{{hk}}{d}"
+            lines += self._handle_key_lines(image)
         general: list[str] = []
         parts = [self._general(i, kind, general) for i, kind in enumerate(self.kinds)]
         bake = [i for i, k in enumerate(self.kinds) if self.quote and k[2] and k[0] in ("dec", "bin", "str")]
@@ -550,6 +591,7 @@ def _compile_row_encoder(enc: CSVEncoder, table: TableInfo) -> Callable[[RowChan
         enc.include_commit_ts,
         enc.output_old_value,
         enc.output_handle_key,
+        _handle_key_shape(table) if enc.output_handle_key else None,
     )
     code = _CODE_CACHE.get(key)
     if code is None:
@@ -571,7 +613,7 @@ def _compile_row_encoder(enc: CSVEncoder, table: TableInfo) -> Callable[[RowChan
         "_g32": _g32,
         "_dec": decimal_text,
         "_b64": binascii.b2a_base64,
-        "_hk": enc._handle_key,
+        "_hkc": enc._handle_key_fn(table),
         "_ref": enc.encode_row_reference,
         "_T": table,
         "_TN": table.table,

@@ -141,7 +141,7 @@ def bench_snapshot(db: Any, work: Path, chunk_size: int, master: str) -> tuple[f
         filter_rules=[f"{DB}.*"],
         options=SnapshotOptions(chunk_size=chunk_size),
     )
-    report = snap.run(lambda df, ts: writer.write_rows(df, SNAPSHOT_BATCH_ID, ts).rows)
+    report = snap.run(lambda df, ts: writer.write_rows(df, SNAPSHOT_BATCH_ID, ts).rows, writer)
     sink.close()
     return time.monotonic() - t0, report
 

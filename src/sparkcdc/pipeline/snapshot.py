@@ -717,8 +717,12 @@ class InitialSnapshot:
 
     # ---------------------------------------------------------------- the run
 
-    def run(self, write: Callable[[Any, int], int]) -> dict[str, Any]:
-        """Read, correct and hand the rows to ``write(df, checkpoint_ts) -> rows``; return the report."""
+    def run(self, write: Callable[[Any, int], int], writer: Any = None) -> dict[str, Any]:
+        """Read, correct and hand the rows to ``write(df, checkpoint_ts) -> rows``; return the report.
+
+        With a ``BatchWriter`` whose sink orders parallel segments itself, the spooled files are
+        written by parallel tasks straight from the spool instead (``write`` is not called).
+        """
         if self.is_done():
             with open(self.done_path) as f:
                 return dict(json.load(f))
@@ -757,8 +761,10 @@ class InitialSnapshot:
             t_correct = time.monotonic() - t0 - t_read
             self.phase = "writing"
             self._report()
-            rows_df = self._final_rows(states, corrections_df, tables)
-            rows = write(rows_df, self.handover.ts)
+            if writer is not None and writer.sink.parallel_segments:
+                rows = self._write_spool(writer, states, corrections_df, tables)
+            else:
+                rows = write(self._final_rows(states, corrections_df, tables), self.handover.ts)
             t_write = time.monotonic() - t0 - t_read - t_correct
             report = {
                 "handover": self.handover.to_json(),
@@ -877,6 +883,55 @@ class InitialSnapshot:
                         "the snapshot and start the changefeed again with a new data dir"
                     )
 
+    def _write_spool(
+        self, writer: Any, states: list[RangeState], corrections: Any, tables: list[TableInfo]
+    ) -> int:
+        """Spooled rows without the touched keys, plus the touched keys' rows at S, written in parallel.
+
+        Each task reads a group of spool files itself and writes them as one segment of the snapshot
+        batch (the sink orders segments at commit): no row goes through the JVM.
+        """
+        from pyspark.sql import functions as F
+
+        files = [
+            os.path.join(self.spool_dir, f) for s in states if s.stage != STAGE_SNAPSHOT for f in s.files
+        ]
+        # The touched keys go to every task, as the broadcast of a join would ship them.
+        touched = {
+            (r["schema"], r["table"], r["key"])
+            for r in corrections.select("schema", "table", "key").toLocalIterator()
+        }
+        slots = self.task_slots()
+        n = max(1, min(len(files), 2 * slots))
+        groups: list[list[str]] = [[] for _ in range(n)]
+        sizes = [0] * n
+        for f in sorted(files, key=lambda f: -os.path.getsize(f)):
+            i = sizes.index(min(sizes))
+            groups[i].append(f)
+            sizes[i] += os.path.getsize(f)
+        shapes = {(t.schema, t.table): t for t in tables}
+        ts = self.handover.ts
+        sc = self.spark.sparkContext
+        keys = sc.broadcast(touched)
+        segments = n + 1
+        write_part = _spool_part_writer(writer, shapes, ts, segments)
+
+        def spool_task(it: Iterable[tuple[int, list[str]]]) -> Iterator[str]:
+            for i, group in it:
+                yield from write_part(i, _spool_rows(group, keys.value))
+
+        def back_task(it: Iterable[Any]) -> Iterator[str]:
+            yield from write_part(n, ((r[0], r[1], shapes[(r[0], r[1])].version, r[2]) for r in it))
+
+        sc.setJobDescription(f"sparkcdc snapshot {self.changefeed_id}: write {len(files)} spooled chunks")
+        msgs = sc.parallelize(list(enumerate(groups)), n).mapPartitions(spool_task).collect()
+        back = corrections.where(F.col("payload").isNotNull()).select("schema", "table", "payload")
+        msgs += back.rdd.mapPartitions(back_task).collect()
+        keys.unpersist()
+        messages = sorted((json.loads(m) for m in msgs), key=lambda m: (m["segment"], m["route"]))
+        writer.sink.commit(SNAPSHOT_BATCH_ID, [m["sink"] for m in messages], ts)
+        return sum(int(m["rows"]) for m in messages)
+
     def _final_rows(self, states: list[RangeState], corrections: Any, tables: list[TableInfo]) -> Any:
         """Spooled rows without the touched keys, plus the touched keys' rows at S, as stream rows."""
         from pyspark.sql import functions as F
@@ -916,6 +971,49 @@ class InitialSnapshot:
             "payload",
         )
         return out
+
+
+def _spool_rows(
+    files: list[str], touched: set[tuple[str, str, str]]
+) -> Iterator[tuple[str, str, int, bytes]]:
+    """Executor: ``(schema, table, table_version, payload)`` of spooled rows whose key was not touched."""
+    import pyarrow.parquet as pq
+
+    for path in files:
+        t = pq.read_table(path)
+        cols = [t.column(c).to_pylist() for c in ("schema", "table", "table_version", "key", "payload")]
+        for schema, table, version, key, payload in zip(*cols, strict=True):
+            if (schema, table, key) not in touched:
+                yield schema, table, version, payload
+
+
+def _spool_part_writer(
+    writer: Any, shapes: dict[tuple[str, str], TableInfo], ts: int, segments: int
+) -> Callable[[int, Iterable[tuple[str, str, int, bytes]]], Iterator[str]]:
+    """Executor function writing one segment of snapshot rows (op ``I`` at ``ts``); yields commit messages."""
+    import pickle
+
+    from sparkcdc.model import RowChange
+    from sparkcdc.pipeline.writer import RouteWriters
+
+    sink, cf = writer.sink, writer.changefeed_id
+    tables = {k: v.to_dict() for k, v in shapes.items()}
+
+    def write_part(segment: int, rows: Iterable[tuple[str, str, int, bytes]]) -> Iterator[str]:
+        out = RouteWriters(sink, tables, cf, SNAPSHOT_BATCH_ID, segment, segments)
+        try:
+            for seq, (schema, table, version, payload) in enumerate(rows):
+                info = shapes[(schema, table)]
+                after = pickle.loads(payload)[1]
+                row = RowChange("I", schema, table, version, ts, None, after, seq)
+                out.write(row, info, out.route(row, info))
+            msgs = out.close()
+        except BaseException:
+            out.abort()
+            raise
+        yield from msgs
+
+    return write_part
 
 
 def run_initial_snapshot(
@@ -959,7 +1057,7 @@ def run_initial_snapshot(
     def write(df: Any, ts: int) -> int:
         return int(writer.write_rows(df, SNAPSHOT_BATCH_ID, ts).rows)
 
-    return snap.run(write)
+    return snap.run(write, writer)
 
 
 def snapshot_progress(

@@ -102,7 +102,7 @@ def _row_at(
     return row, info
 
 
-class _RouteWriters:
+class RouteWriters:
     """Executor: one sink writer per route group of a task, fed rows in (commit_ts, seq) order."""
 
     def __init__(
@@ -198,7 +198,7 @@ def make_writer(
         import pyarrow as pa
 
         segment = _task_partition() if segments > 1 else 0
-        out = _RouteWriters(sink, tables, changefeed_id, batch_id, segment, segments)
+        out = RouteWriters(sink, tables, changefeed_id, batch_id, segment, segments)
         infos: dict[Any, TableInfo] = {}
         try:
             for rb in batches:
@@ -235,7 +235,7 @@ def make_segment_writer(
         for rb in batches:
             for text in rb.column("segment").to_pylist():
                 part = BinlogPartition.from_json(text)
-                out = _RouteWriters(sink, tables, changefeed_id, batch_id, part.index, part.count)
+                out = RouteWriters(sink, tables, changefeed_id, batch_id, part.index, part.count)
                 fallback: dict[tuple[str, str], TableInfo] = {}
                 try:
                     for row, info, _own in iter_segment(part):

@@ -77,11 +77,13 @@ class KafkaSink(Sink):
         self.last_watermark: int | None = None
         self._admin: KafkaAdmin | None = None
         self._lock = threading.Lock()
+        self._table_routes: dict[tuple[str, str, int], _TableRoute] = {}
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state["_admin"] = None
         state["_lock"] = None
+        state["_table_routes"] = {}  # keyed by id(table): only valid in this process
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -150,13 +152,43 @@ class KafkaSink(Sink):
         """(topic, partition) of one (already split) row change."""
         return self.router.route(row, table, self.num_partitions_of)
 
+    def table_route(
+        self, row: RowChange, table: TableInfo, encoder: MessageEncoder | None = None
+    ) -> _TableRoute:
+        """What every row of ``row``'s schema and table name with shape ``table`` shares (cached)."""
+        key = (row.schema, row.table, id(table))
+        tr = self._table_routes.get(key)
+        if tr is None or tr.table is not table:
+            tr = _TableRoute(self, encoder, row, table)
+            if len(self._table_routes) > 4096:
+                self._table_routes.clear()
+            self._table_routes[key] = tr
+        return tr
+
+    def split(self, row: RowChange, table: TableInfo, key_indexes: tuple[int, ...]) -> list[RowChange] | None:
+        """``expand(row)`` when it splits a key-changing UPDATE, else None (``key_indexes``: the key columns)."""
+        if row.op != "U" or not self.split_updates:
+            return None
+        before, after = row.before, row.after
+        if before is None or after is None:
+            return None
+        for i in key_indexes:
+            if before[i] != after[i] or type(before[i]) is not type(after[i]):
+                parts = self.expand(row, table)
+                return parts if len(parts) > 1 else None
+        return None
+
     def route(self, row: RowChange, table: TableInfo) -> int:
         """The writer group owning the row's Kafka partition."""
         n = self.num_writers
         if n <= 1:
             return 0
-        topic, partition = self.destination(self.expand(row, table)[0], table)
-        return writer_group(topic, partition, n)
+        tr = self.table_route(row, table)
+        partition = tr.fixed_partition
+        if partition is None:
+            parts = self.split(row, table, tr.key_indexes)
+            partition = tr.dispatcher.partition(row if parts is None else parts[0], table, tr.num_partitions)
+        return writer_group(tr.topic, partition, n)
 
     # --- encoders -------------------------------------------------------------------------------
 
@@ -222,13 +254,24 @@ class KafkaSink(Sink):
 
 
 class _TableRoute:
-    """What a writer reuses for every row of one table: topic, partition rule, key-column positions."""
+    """What a writer reuses for every row of one table: topic, partition rule, key columns, encoder."""
 
-    __slots__ = ("dispatcher", "encode_value", "fixed_partition", "key_indexes", "num_partitions", "topic")
+    __slots__ = (
+        "dispatcher",
+        "encode_value",
+        "fixed_partition",
+        "key_indexes",
+        "num_partitions",
+        "table",
+        "topic",
+    )
 
-    def __init__(self, sink: KafkaSink, encoder: MessageEncoder, row: RowChange, table: TableInfo) -> None:
+    def __init__(
+        self, sink: KafkaSink, encoder: MessageEncoder | None, row: RowChange, table: TableInfo
+    ) -> None:
         from sparkcdc.codec.values import key_column_indexes
 
+        self.table = table
         route = sink.router.match(row.schema, row.table)
         self.topic: str = route.topic.topic(row.schema, row.table)
         self.num_partitions = sink.num_partitions_of(self.topic)
@@ -240,7 +283,7 @@ class _TableRoute:
             else None
         )
         self.key_indexes = tuple(sorted(key_column_indexes(table)))
-        self.encode_value = encoder.value_encoder(row, table)
+        self.encode_value = None if encoder is None else encoder.value_encoder(row, table)
 
 
 class KafkaPartitionWriter(PartitionWriter):
@@ -258,14 +301,13 @@ class KafkaPartitionWriter(PartitionWriter):
         self._txn: list[tuple[RowChange, TableInfo, _TableRoute]] = []
         self._txn_ts: int | None = None
         self._txn_split = False
-        self._split_updates = sink.split_updates
         self._routes: dict[tuple[str, str, int], _TableRoute] = {}
         self.rows = 0
 
     def _route_of(self, row: RowChange, table: TableInfo) -> _TableRoute:
         key = (row.schema, row.table, id(table))
         tr = self._routes.get(key)
-        if tr is None:
+        if tr is None or tr.table is not table:
             tr = _TableRoute(self.sink, self.encoder, row, table)
             self._routes[key] = tr
             self.topics.setdefault(tr.topic, tr.num_partitions)
@@ -278,21 +320,17 @@ class KafkaPartitionWriter(PartitionWriter):
                 self._flush_txn()
             self._txn_ts = row.commit_ts
         tr = self._routes.get((row.schema, row.table, id(table)))
-        if tr is None:
+        if tr is None or tr.table is not table:
             tr = self._route_of(row, table)
         self.rows += 1
-        if row.op == "U" and self._split_updates:
-            before, after = row.before, row.after
-            if before is not None and after is not None:
-                for i in tr.key_indexes:
-                    if before[i] != after[i] or type(before[i]) is not type(after[i]):
-                        # spec §7: a key-changing UPDATE becomes DELETE + INSERT
-                        parts = self.sink.expand(row, table)
-                        for part in parts:
-                            self._txn.append((part, table, tr))
-                        if len(parts) > 1:
-                            self._txn_split = True
-                        return
+        if row.op == "U":
+            parts = self.sink.split(row, table, tr.key_indexes)
+            if parts is not None:
+                # spec §7: a key-changing UPDATE becomes DELETE + INSERT, the transaction is reordered
+                for part in parts:
+                    self._txn.append((part, table, tr))
+                self._txn_split = True
+                return
         self._txn.append((row, table, tr))
 
     def _flush_txn(self) -> None:

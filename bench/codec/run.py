@@ -242,7 +242,8 @@ def bench_config(name: str, csv: dict[str, Any], rows: list[Any], repeat: int) -
             return False
     records = expected["sink path"]
     print(
-        f"\n[{name}] {json.dumps(csv)}: {len(rows)} row changes -> {len(records)} CSV records, "
+        f"\n[{name}] {json.dumps(csv)}: {len(rows)} row changes -> "
+        f"{sum(r.count(cfg.sink.terminator.encode()) for r in records)} CSV records, "
         f"{sum(map(len, records)) / 2**20:.1f} MiB, identical bytes"
     )
     rates = best_rates(paths, rows, repeat)

@@ -33,6 +33,7 @@ class RowEncoder:
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
+        self.__dict__.setdefault("_fns", {})
 
     def build(self) -> Any:
         """The underlying codec (built on first use, so config errors surface at sink creation)."""

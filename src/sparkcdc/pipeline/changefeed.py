@@ -375,7 +375,10 @@ def start_changefeed(
     )
     running = RunningChangefeed(spec, sink, up, start, on_progress)
     # A sink that orders parallel segments itself gets segments: each task decodes and writes one.
-    mode = "segments" if sink.parallel_segments else "rows"
+    # Sinks that take whole segments get them: the writer task decodes its segment itself.
+    mode = "segments" if sink.parallel_segments or sink.serial_segments else "rows"
+    if sink.serial_segments and not sink.parallel_segments:
+        src.parallelism = 1  # one task decodes and writes each batch, in commit order
     writer = BatchWriter(
         sink, _spark_checkpoint(spec), history_path, spec.changefeed_id, running.on_commit, mode == "segments"
     )

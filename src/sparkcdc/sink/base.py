@@ -16,7 +16,8 @@ Per micro-batch the pipeline does, in this order:
    ``PartitionWriter`` (``write`` per row, then ``close`` which must make the
    rows durable and return a small JSON-able commit message). A sink with
    ``parallel_segments`` instead gets one writer per route group and segment
-   (``WriterContext.segment``), all running at once;
+   (``WriterContext.segment``), all running at once; one with ``serial_segments``
+   gets every route group of a batch in one task;
 3. driver: ``commit(batch_id, messages, checkpoint_ts)`` once every writer
    succeeded (messages in segment order): everything with commit_ts ≤ checkpoint_ts is now durable
    (storage writes ``metadata``, Kafka broadcasts watermarks, ...).
@@ -81,6 +82,10 @@ class Sink(ABC):
     """True when writers of different segments of a batch may write the same route group at the same
     time (each in commit order within its segment) and ``commit`` puts their output in segment order.
     The pipeline then decodes and writes each segment in one task, without a shuffle."""
+    serial_segments: bool = False
+    """True when one task that decodes a whole batch and writes it in commit order (no shuffle, no
+    sort) beats decoding in parallel and grouping rows by route: a sink whose writer is fast and
+    whose order spans route groups (Kafka). Route groups then share that one task."""
 
     def __init__(self, uri: str, config: ReplicaConfig, changefeed_id: str = "default") -> None:
         self.uri = uri

@@ -152,14 +152,12 @@ class KafkaSink(Sink):
         """(topic, partition) of one (already split) row change."""
         return self.router.route(row, table, self.num_partitions_of)
 
-    def table_route(
-        self, row: RowChange, table: TableInfo, encoder: MessageEncoder | None = None
-    ) -> _TableRoute:
-        """What every row of ``row``'s schema and table name with shape ``table`` shares (cached)."""
+    def table_route(self, row: RowChange, table: TableInfo) -> _TableRoute:
+        """Topic, partition rule and key columns of ``row``'s schema and table name with shape ``table`` (cached)."""
         key = (row.schema, row.table, id(table))
         tr = self._table_routes.get(key)
         if tr is None or tr.table is not table:
-            tr = _TableRoute(self, encoder, row, table)
+            tr = _TableRoute(self, None, row, table)
             if len(self._table_routes) > 4096:
                 self._table_routes.clear()
             self._table_routes[key] = tr

@@ -116,6 +116,8 @@ class StorageWriter(PartitionWriter):
         self.ctx = ctx
         self.encoder = encoder
         self._buffers: dict[tuple[str, str, int], _Buffer] = {}
+        # (schema, table, row version) -> (shape, its buffer, its encoder): one lookup per row.
+        self._bound: dict[tuple[str, str, int], tuple[TableInfo, _Buffer, Any]] = {}
         self._next_index: dict[str, int] = {}
         self._files: list[str] = []
         self._staged: list[list[Any]] = []
@@ -130,11 +132,21 @@ class StorageWriter(PartitionWriter):
 
     def write(self, row: RowChange, table: TableInfo) -> None:
         """Encode a row into its directory's buffer (flushing a full buffer between transactions)."""
-        version = ensure_table_schema(self.backend, table, row.table_version, self.settings.output_column_id)
-        key = (row.schema, row.table, version)
-        buf = self._buffers.get(key)
-        if buf is None:
-            buf = self._buffers[key] = _Buffer(row.schema, row.table, version, table)
+        bound = self._bound.get((row.schema, row.table, row.table_version))
+        if bound is None or bound[0] is not table:
+            version = ensure_table_schema(
+                self.backend, table, row.table_version, self.settings.output_column_id
+            )
+            key = (row.schema, row.table, version)
+            buf = self._buffers.get(key)
+            if buf is None:
+                buf = self._buffers[key] = _Buffer(row.schema, row.table, version, table)
+            bound = self._bound[(row.schema, row.table, row.table_version)] = (
+                table,
+                buf,
+                self.encoder.table_encoder(table),
+            )
+        _, buf, encode = bound
         if buf.full and (
             self.settings.transaction_atomicity != "table" or row.commit_ts != buf.last_commit_ts
         ):
@@ -145,14 +157,19 @@ class StorageWriter(PartitionWriter):
                 f"({row.commit_ts} after {buf.last_commit_ts}); the pipeline must sort each group by "
                 f"(commit_ts, seq)"
             )
-        rows = [row] if self.settings.output_raw_change_event else split_update(row, table)
-        for r in rows:
-            data = self.encoder.encode(r, table)
+        if row.op != "U" or self.settings.output_raw_change_event:
+            data = encode(row)
             buf.chunks.append(data)
             buf.size += len(data)
+        else:
+            for r in split_update(row, table):
+                data = encode(r)
+                buf.chunks.append(data)
+                buf.size += len(data)
         buf.rows += 1
         buf.last_commit_ts = row.commit_ts
-        self._max_commit_ts = max(self._max_commit_ts, row.commit_ts)
+        if row.commit_ts > self._max_commit_ts:
+            self._max_commit_ts = row.commit_ts
         if buf.size >= self.settings.file_size:
             buf.full = True
 
@@ -161,6 +178,7 @@ class StorageWriter(PartitionWriter):
         for buf in self._buffers.values():
             self._flush(buf)
         self._buffers.clear()
+        self._bound.clear()
         return {
             "writer_id": self.ctx.writer_id,
             "files": list(self._files),
@@ -173,6 +191,7 @@ class StorageWriter(PartitionWriter):
     def abort(self) -> None:
         """Drop buffered rows; files already written stay (a retry writes new ones)."""
         self._buffers.clear()
+        self._bound.clear()
 
     def _flush(self, buf: _Buffer) -> None:
         if not buf.chunks:

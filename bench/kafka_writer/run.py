@@ -143,7 +143,7 @@ def make_workload(rows: int) -> list[tuple[RowChange, TableInfo]]:
     evt = chunks(1, n_evt)
     ord_chunks = chunks(1, n_ord)
     for k, (a, b) in enumerate(ord_chunks):
-        items = []
+        items: list[tuple[str, TableInfo, Any, Any]] = []
         for i in range(a, b + 1):
             orders[i] = _order(i)
             items.append(("I", ORDERS, None, orders[i]))
@@ -209,7 +209,7 @@ class ReferenceKafkaPartitionWriter:
         self.ctx = ctx
         self.encoder = CanalJsonKafkaEncoder(sink.options, sink.config)
         codec = self.encoder._codec
-        self.encoder._codec = ReferenceCanalJsonEncoder(
+        self.encoder._codec = ReferenceCanalJsonEncoder(  # type: ignore[assignment]
             sink.config,
             codec.enable_tidb_extension,
             only_output_updated_columns=codec.only_output_updated_columns,

@@ -280,13 +280,17 @@ OPTION_SETS = [
 
 
 def _encoders(opts: dict[str, bool]) -> tuple[ReferenceCanalJsonEncoder, CanalJsonEncoder]:
-    kw = {
-        "only_output_updated_columns": opts["only_updated"],
-        "content_compatible": opts["content_compatible"],
-        "delete_only_output_handle_key_columns": opts["delete_handle_only"],
-        "now_ms": _now,
-    }
-    return ReferenceCanalJsonEncoder(None, opts["ext"], **kw), CanalJsonEncoder(None, opts["ext"], **kw)
+    def build(cls: type[ReferenceCanalJsonEncoder]) -> Any:
+        return cls(
+            None,
+            opts["ext"],
+            only_output_updated_columns=opts["only_updated"],
+            content_compatible=opts["content_compatible"],
+            delete_only_output_handle_key_columns=opts["delete_handle_only"],
+            now_ms=_now,
+        )
+
+    return build(ReferenceCanalJsonEncoder), build(CanalJsonEncoder)
 
 
 def _outcome(fn: Any, *args: Any) -> tuple[str, Any]:

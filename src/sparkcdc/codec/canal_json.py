@@ -6,6 +6,11 @@ fixed key order, strings escaped like easyjson (``<`` ``>`` ``&`` → ``\\u003c`
 case), every value a JSON string or ``null``. DML keys end ``…mysqlType, old,
 data, _tidb``; DDL and WATERMARK keys end ``…data, old, _tidb``. ``mysqlType``
 lists columns in table order (TiCDC's order is Go map order, i.e. random).
+
+``CanalJsonEncoder`` renders DML rows with Python code generated once per table
+shape and options (the whole ``data`` object in one f-string when the values
+have their documented types); ``ReferenceCanalJsonEncoder`` is the plain
+column-by-column implementation it must match byte for byte.
 """
 
 from __future__ import annotations

@@ -38,7 +38,7 @@ from .workload import (
     Workload,
     assert_tables_equal,
     create_tables,
-    run_cli,
+    replay_once,
     tso,
     wait_for,
 )
@@ -156,24 +156,9 @@ def test_kill9_mid_stream_then_restart_loses_nothing(
     assert all(int(r[3]) > committed_end for r in dup), f"duplicates at or below {committed_end}: {dup[:3]}"
     assert all(int(r[3]) > start_ts for r in records)
 
-    res = run_cli(
-        [
-            "consumer",
-            "--upstream-uri",
-            sink_uri,
-            "--downstream-uri",
-            f"mysql://root:@127.0.0.1:{downstream.port}/",
-            "--config",
-            str(config),
-            "--progress-schema",
-            "progress_kill",
-            "--once",
-        ],
-        timeout=300,
-    )
-    assert res.returncode == 0, f"consumer failed:\n{res.stdout}\n{res.stderr[-4000:]}"
-    m = re.search(r"applied (\d+) DDL, (\d+) rows .*\((\d+) replayed rows dropped", res.stdout)
-    assert m and int(m.group(2)) > 0, res.stdout
+    out = replay_once(sink_uri, downstream.port, "progress_kill", config)
+    m = re.search(r"applied (\d+) DDL, (\d+) rows .*\((\d+) replayed rows dropped", out)
+    assert m and int(m.group(2)) > 0, out
     assert_tables_equal(mariadb, downstream, SCHEMA)
     assert total_txns > 130
     print(

@@ -42,7 +42,7 @@ from .workload import (
     assert_tables_equal,
     create_tables,
     list_tables,
-    run_cli,
+    replay_once,
     run_workload,
     tso,
     wait_for,
@@ -165,22 +165,7 @@ def _replay(
     """``sparkcdc consumer --once`` from the sink's output into empty copies of the upstream tables."""
     downstream.execute(f"DROP DATABASE IF EXISTS `{progress}`")
     _create_downstream_tables(mariadb, downstream, schema)
-    res = run_cli(
-        [
-            "consumer",
-            "--upstream-uri",
-            sink_uri,
-            "--downstream-uri",
-            f"mysql://root:@127.0.0.1:{downstream.port}/",
-            *(["--config", str(config)] if config else []),
-            "--progress-schema",
-            progress,
-            "--once",
-        ],
-        timeout=600,
-    )
-    assert res.returncode == 0, f"consumer failed:\n{res.stdout}\n{res.stderr[-4000:]}"
-    return res.stdout
+    return replay_once(sink_uri, downstream.port, progress, config, timeout=600)
 
 
 @pytest.fixture()

@@ -21,7 +21,7 @@ import pytest
 from sparkcdc.services.mariadb import LocalMariaDB
 from sparkcdc.services.s3 import LocalS3
 
-from .workload import assert_tables_equal, run_cli, run_workload, tso
+from .workload import assert_tables_equal, replay_once, run_workload, tso
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration, pytest.mark.spark]
 
@@ -121,20 +121,5 @@ def test_parallel_segments_to_file_and_s3_equal_upstream(
         downstream.execute(
             f"DROP DATABASE IF EXISTS `{SCHEMA}`", f"DROP DATABASE IF EXISTS `progress_seg_{name}`"
         )
-        res = run_cli(
-            [
-                "consumer",
-                "--upstream-uri",
-                sink_uri,
-                "--downstream-uri",
-                f"mysql://root:@127.0.0.1:{downstream.port}/",
-                "--config",
-                str(config),
-                "--progress-schema",
-                f"progress_seg_{name}",
-                "--once",
-            ],
-            timeout=300,
-        )
-        assert res.returncode == 0, f"consumer failed:\n{res.stdout}\n{res.stderr[-4000:]}"
+        replay_once(sink_uri, downstream.port, f"progress_seg_{name}", config)
         assert_tables_equal(mariadb, downstream, SCHEMA)

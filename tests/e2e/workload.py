@@ -716,6 +716,28 @@ def run_cli(args: Sequence[str], timeout: float = 120) -> subprocess.CompletedPr
     )
 
 
+def replay_once(
+    sink_uri: str, downstream_port: int, progress_schema: str, config: Any = None, timeout: float = 300
+) -> str:
+    """``sparkcdc consumer --once`` from a sink's output into the downstream; asserts exit 0, returns stdout."""
+    res = run_cli(
+        [
+            "consumer",
+            "--upstream-uri",
+            sink_uri,
+            "--downstream-uri",
+            f"mysql://root:@127.0.0.1:{downstream_port}/",
+            *(["--config", str(config)] if config else []),
+            "--progress-schema",
+            progress_schema,
+            "--once",
+        ],
+        timeout=timeout,
+    )
+    assert res.returncode == 0, f"consumer failed:\n{res.stdout}\n{res.stderr[-4000:]}"
+    return res.stdout
+
+
 def tso(upstream_uri: str) -> int:
     """``sparkcdc cli tso query``."""
     res = run_cli(["cli", "tso", "query", "--upstream-uri", upstream_uri], timeout=60)

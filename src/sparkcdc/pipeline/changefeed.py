@@ -114,14 +114,17 @@ def resolve_start(
     return start
 
 
-def bootstrap_history(up: UpstreamConfig, history_path: str, start: Offset) -> int:
+def bootstrap_history(
+    up: UpstreamConfig, history_path: str, start: Offset, head: Offset | None = None
+) -> int:
     """Load the upstream's current tables into an empty schema history; return the bootstrap ts.
 
     The shapes are the upstream's *current* ones, valid from ``start`` on. When the
     changefeed starts in the past, DDLs between ``start`` and the bootstrap ts are
     already reflected in them; the planner passes those statements on without
     re-applying them, and rows written before them are decoded with their binlog
-    table map (which always describes the rows exactly).
+    table map (which always describes the rows exactly). ``head``: the binlog head if
+    the caller just read it (it saves a scan of the current binlog file).
     """
     from sparkcdc.capture.catalog import SchemaCatalog
     from sparkcdc.capture.schema_history import FileSchemaHistoryStore, SchemaHistory
@@ -135,7 +138,7 @@ def bootstrap_history(up: UpstreamConfig, history_path: str, start: Offset) -> i
     history = SchemaHistory.open(store)
     conn = up.connect()
     try:
-        head = head_offset(up)
+        head = head if head is not None else head_offset(up)
         catalog = SchemaCatalog.load_from_upstream(conn, None, start.ts)
     finally:
         conn.close()
@@ -356,9 +359,16 @@ def start_changefeed(
     check_upstream(up)
     sink.check()
     os.makedirs(spec.checkpoint_dir, exist_ok=True)
+    from_head = not (
+        os.path.exists(_state_path(spec.checkpoint_dir, "start.json"))
+        or spec.start_ts is not None
+        or spec.start_position
+        or spec.start_gtid
+    )
     start = resolve_start(up, spec.checkpoint_dir, spec.start_ts, spec.start_position, spec.start_gtid)
     history_path = _state_path(spec.checkpoint_dir, "schema_history.jsonl")
-    bootstrap_ts = bootstrap_history(up, history_path, start)
+    # A new changefeed without a start point starts at the head resolve_start just read.
+    bootstrap_ts = bootstrap_history(up, history_path, start, start if from_head else None)
     cfg = spec.config
     src = SourceSpec(
         changefeed_id=spec.changefeed_id,

@@ -116,36 +116,44 @@ def resolve_start(
 
 def bootstrap_history(
     up: UpstreamConfig, history_path: str, start: Offset, head: Offset | None = None
-) -> int:
-    """Load the upstream's current tables into an empty schema history; return the bootstrap ts.
+) -> tuple[int, list[Any] | None]:
+    """Load the upstream's current tables into an empty schema history.
+
+    Returns where the binlog ended when the shapes were read: ``(ts, [file, pos])`` (ts is 0
+    when only the position is known; the position is None for a history bootstrapped by an
+    older version, which recorded the ts alone).
 
     The shapes are the upstream's *current* ones, valid from ``start`` on. When the
-    changefeed starts in the past, DDLs between ``start`` and the bootstrap ts are
-    already reflected in them; the planner passes those statements on without
-    re-applying them, and rows written before them are decoded with their binlog
-    table map (which always describes the rows exactly). ``head``: the binlog head if
-    the caller just read it (it saves a scan of the current binlog file).
+    changefeed starts in the past, DDLs before that point are already reflected in them;
+    the planner passes those statements on without re-applying them, and rows written
+    before them are decoded with their binlog table map (which always describes the rows
+    exactly). ``head``: the binlog head if the caller just read it. Otherwise the position
+    comes from ``SHOW MASTER STATUS``, which costs no scan of the current binlog file.
     """
     from sparkcdc.capture.catalog import SchemaCatalog
     from sparkcdc.capture.schema_history import FileSchemaHistoryStore, SchemaHistory
-    from sparkcdc.capture.start import head_offset
+    from sparkcdc.capture.upstream import master_status
 
     marker = history_path + ".bootstrap.json"
     store = FileSchemaHistoryStore(history_path)
     if store.load() and os.path.exists(marker):
         with open(marker) as f:
-            return int(json.load(f)["ts"])
+            m = json.load(f)
+        return int(m.get("ts", 0)), ([m["file"], int(m["pos"])] if "file" in m else None)
     history = SchemaHistory.open(store)
     conn = up.connect()
     try:
-        head = head if head is not None else head_offset(up)
+        if head is not None:
+            ts, file, pos = head.ts, head.file, head.pos
+        else:
+            (file, pos), ts = master_status(conn), 0
         catalog = SchemaCatalog.load_from_upstream(conn, None, start.ts)
     finally:
         conn.close()
     history.bootstrap(catalog, start.ts)
     with open(marker, "w") as f:
-        json.dump({"ts": head.ts}, f)
-    return head.ts
+        json.dump({"ts": ts, "file": file, "pos": pos}, f)
+    return ts, [file, pos]
 
 
 class RunningChangefeed:
@@ -368,7 +376,7 @@ def start_changefeed(
     start = resolve_start(up, spec.checkpoint_dir, spec.start_ts, spec.start_position, spec.start_gtid)
     history_path = _state_path(spec.checkpoint_dir, "schema_history.jsonl")
     # A new changefeed without a start point starts at the head resolve_start just read.
-    bootstrap_ts = bootstrap_history(up, history_path, start, start if from_head else None)
+    bootstrap_ts, bootstrap_pos = bootstrap_history(up, history_path, start, start if from_head else None)
     cfg = spec.config
     src = SourceSpec(
         changefeed_id=spec.changefeed_id,
@@ -382,6 +390,7 @@ def start_changefeed(
         max_batch_bytes=spec.max_batch_bytes,
         parallelism=max(1, int(spark.sparkContext.defaultParallelism)),
         bootstrap_ts=bootstrap_ts,
+        bootstrap_pos=bootstrap_pos,
     )
     running = RunningChangefeed(spec, sink, up, start, on_progress)
     # A sink that orders parallel segments itself gets segments: each task decodes and writes one.

@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from sparkcdc.capture.offset import Offset
+from sparkcdc.capture.offset import Offset, file_seq
 from sparkcdc.capture.reader import Scanner, TxnInfo
 from sparkcdc.capture.upstream import UpstreamConfig
 from sparkcdc.filter import TableFilter, changefeed_filter
@@ -42,6 +42,9 @@ class SourceSpec:
     bootstrap_ts: int = 0
     """The schema history was loaded from the upstream's current tables at this ts; DDLs at or before it
     are already reflected in it (a changefeed started from a past position catches up to it)."""
+    bootstrap_pos: list[Any] | None = None
+    """``[file, pos]`` of the binlog end when the history was loaded; when set, it decides instead of
+    ``bootstrap_ts``: DDLs that end at or before it are already reflected in the history."""
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-able dict."""
@@ -173,7 +176,7 @@ class Planner:
             try:
                 events.extend(self.history.apply(cat, query, schema or None, txn.ts))
             except SchemaError:
-                if txn.ts > self.spec.bootstrap_ts:
+                if self._after_bootstrap(txn):
                     raise
                 # Already reflected in the bootstrap shapes: pass the statement on; later rows of
                 # the table get this DDL's version.
@@ -194,6 +197,13 @@ class Planner:
         self._catalog_at = txn.end
         self._plans[(start, txn.end)] = plan
         return plan
+
+    def _after_bootstrap(self, txn: TxnInfo) -> bool:
+        """Whether a transaction committed after the schema history was bootstrapped."""
+        bp = self.spec.bootstrap_pos
+        if bp:
+            return txn.end.key() > (file_seq(str(bp[0])), int(bp[1]))
+        return txn.ts > self.spec.bootstrap_ts
 
     def _dml_batch(self, start: Offset, txns: list[TxnInfo], cat: Any) -> BatchPlan:
         tables: dict[tuple[str, str], TableInfo] = {}

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import random
 import re
-import uuid
-from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any
 
@@ -24,22 +22,11 @@ from sparkcdc.model import ColumnInfo, IndexInfo, RowChange, TableInfo, compose_
 from sparkcdc.services.tansu import LocalTansu
 from sparkcdc.sink import create_sink
 from sparkcdc.sink.kafka import KafkaSink
-from sparkcdc.sink.kafka.producer import close_all_producers
 from sparkcdc.sink.kafka.sink import writer_group
-from tests.integration.kafka.conftest import consume_all, run_batch
+
+from .conftest import consume_all, run_batch
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(autouse=True)
-def _drop_producers() -> Iterator[None]:
-    yield
-    close_all_producers(1)
-
-
-@pytest.fixture()
-def topic() -> str:
-    return "w-" + uuid.uuid4().hex[:10]
 
 
 ITEMS = TableInfo(

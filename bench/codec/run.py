@@ -29,48 +29,17 @@ import sys
 import time
 from collections.abc import Callable
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 from sparkcdc.codec.csv import CSVEncoder
 from sparkcdc.codec.values import split_update_if_key_changed
 from sparkcdc.config.replica import ReplicaConfig
-from sparkcdc.model import ColumnInfo, IndexInfo, RowChange, TableInfo
+from sparkcdc.model import RowChange, TableInfo
 from sparkcdc.sink.storage.encoding import RowEncoder, split_update
 
-ORDERS = TableInfo(
-    "bench",
-    "orders",
-    (
-        ColumnInfo("id", "int", nullable=False),
-        ColumnInfo("tiny", "tinyint", nullable=False),
-        ColumnInfo("qty", "int", unsigned=True, nullable=False),
-        ColumnInfo("big", "bigint", nullable=False),
-        ColumnInfo("price", "decimal", precision=12, scale=4, nullable=False),
-        ColumnInfo("ratio", "double", nullable=False),
-        ColumnInfo("name", "varchar", length=64, charset="utf8mb4", nullable=False),
-        ColumnInfo("created", "datetime", fsp=6, nullable=False),
-        ColumnInfo("updated", "timestamp", fsp=3),
-        ColumnInfo("day", "date", nullable=False),
-        ColumnInfo("digest", "blob", nullable=False),
-        ColumnInfo("state", "enum", elements=("new", "paid", "shipped", "done"), nullable=False),
-        ColumnInfo("note", "varchar", length=32, charset="utf8mb4"),
-    ),
-    indexes=(IndexInfo("PRIMARY", ("id",), unique=True, primary=True),),
-    version=1,
-)
-
-EVENTS = TableInfo(
-    "bench",
-    "events",
-    (
-        ColumnInfo("id", "bigint", nullable=False),
-        ColumnInfo("order_id", "int", nullable=False),
-        ColumnInfo("kind", "varchar", length=16, charset="utf8mb4", nullable=False),
-        ColumnInfo("payload", "json"),
-    ),
-    indexes=(IndexInfo("PRIMARY", ("id",), unique=True, primary=True),),
-    version=1,
-)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from shapes import EVENTS, ORDERS
 
 STATES = ("new", "paid", "shipped", "done")
 KINDS = ("created", "paid", "sent")

@@ -147,14 +147,29 @@ class MetaStore:
         engine = _engine_for(uri)
         store = cls(engine, uri)
         if apply_migrations:
-            try:
-                applied = migrate(engine)
-            except OperationalError as exc:
-                engine.dispose()
-                raise ConfigError(
-                    f"cannot open the meta database {redact_uri(uri)!r}: {exc.orig}; "
-                    "check that it is running and the URI's host, port, user and password"
-                ) from exc
+            # SQLite answers "database is locked" at once, without waiting for the busy timeout, when
+            # two connections of a fresh file race for its first write (switching it to WAL, the first
+            # migration); the loser tries again.
+            deadline = time.monotonic() + SQLITE_BUSY_TIMEOUT_MS / 1000
+            delay = 0.02
+            while True:
+                try:
+                    applied = migrate(engine)
+                    break
+                except OperationalError as exc:
+                    if (
+                        engine.dialect.name == "sqlite"
+                        and "locked" in str(exc.orig)
+                        and time.monotonic() + delay < deadline
+                    ):
+                        time.sleep(delay)
+                        delay = min(delay * 2, 0.5)
+                        continue
+                    engine.dispose()
+                    raise ConfigError(
+                        f"cannot open the meta database {redact_uri(uri)!r}: {exc.orig}; "
+                        "check that it is running and the URI's host, port, user and password"
+                    ) from exc
             if applied:
                 log.info("meta database %s migrated to version %d", redact_uri(uri), applied[-1])
         return store

@@ -905,10 +905,10 @@ class InitialSnapshot:
         n = max(1, min(len(files), 2 * slots))
         groups: list[list[str]] = [[] for _ in range(n)]
         sizes = [0] * n
-        for f in sorted(files, key=lambda f: -os.path.getsize(f)):
+        for size, f in sorted(((os.path.getsize(f), f) for f in files), reverse=True):
             i = sizes.index(min(sizes))
             groups[i].append(f)
-            sizes[i] += os.path.getsize(f)
+            sizes[i] += size
         shapes = {(t.schema, t.table): t for t in tables}
         ts = self.handover.ts
         sc = self.spark.sparkContext

@@ -174,31 +174,15 @@ class RouteWriters:
                 log.exception("abort of a writer failed")
 
 
-def _task_partition() -> int:
-    from pyspark import TaskContext
-
-    tc = TaskContext.get()
-    return int(tc.partitionId()) if tc is not None else 0
-
-
 def make_writer(
-    sink: Sink,
-    tables: dict[tuple[str, str], dict[str, Any]],
-    changefeed_id: str,
-    batch_id: int,
-    segments: int = 1,
+    sink: Sink, tables: dict[tuple[str, str], dict[str, Any]], changefeed_id: str, batch_id: int
 ) -> Callable[[Iterator[Any]], Iterator[Any]]:
-    """mapInArrow function writing rows (sorted by commit_ts, seq) and yielding commit messages.
-
-    ``segments > 1``: the input partitions are independent segments of the batch written at the same
-    time (a sink with ``parallel_segments``); this task's segment is its partition number.
-    """
+    """mapInArrow function writing rows (sorted by commit_ts, seq) and yielding commit messages."""
 
     def write_batches(batches: Iterator[Any]) -> Iterator[Any]:
         import pyarrow as pa
 
-        segment = _task_partition() if segments > 1 else 0
-        out = RouteWriters(sink, tables, changefeed_id, batch_id, segment, segments)
+        out = RouteWriters(sink, tables, changefeed_id, batch_id)
         infos: dict[Any, TableInfo] = {}
         try:
             for rb in batches:
@@ -302,22 +286,6 @@ class BatchWriter:
         For rows that do not come from a streaming batch (the initial snapshot): no DDL, the
         shapes are the schema history's at ``checkpoint_ts``, and ``on_commit`` is not called.
         """
-        if self.sink.parallel_segments:
-            # Every partition is written as it is, in parallel: the sink orders the output at commit.
-            return self._commit_messages(
-                df.mapInArrow(
-                    make_writer(
-                        self.sink,
-                        self._tables_at(checkpoint_ts),
-                        self.changefeed_id,
-                        batch_id,
-                        segments=max(2, df.rdd.getNumPartitions()),
-                    ),
-                    "msg string",
-                ),
-                batch_id,
-                checkpoint_ts,
-            )
         return self._write_df(df, batch_id, checkpoint_ts, segments=2)
 
     def _tables_at(self, checkpoint_ts: int) -> dict[tuple[str, str], dict[str, Any]]:

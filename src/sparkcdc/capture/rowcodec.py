@@ -82,6 +82,84 @@ def decode_decimal(raw: bytes, precision: int, scale: int) -> Decimal:
     return Decimal(text if positive else "-" + text)
 
 
+def decimal_reader(precision: int, scale: int) -> Callable[[Any, int], Decimal]:
+    """A compiled reader of one DECIMAL(precision, scale) at ``buf[p:]``: ``decode_decimal`` unrolled.
+
+    Non-negative values (sign bit set) are read group by group without copying the bytes;
+    negative ones go through ``decode_decimal``.
+    """
+    key = (precision, scale)
+    got = _DEC_READERS.get(key)
+    if got is not None:
+        return got
+    ints, fracs = _decimal_layout(precision, scale)
+    n = decimal_size(precision, scale)
+
+    def group(off: int, size: int) -> str:
+        g = f"buf[p+{off}]" if size == 1 else f"from_bytes(buf[p+{off}:p+{off + size}], 'big')"
+        return f"({g} - {0x80 << 8 * (size - 1)})" if off == 0 else g
+
+    def number(groups: tuple[tuple[int, int, int], ...]) -> str:
+        expr = "0"
+        for off, size, digits in groups:
+            expr = group(off, size) if expr == "0" else f"({expr}) * {10**digits} + {group(off, size)}"
+        return expr
+
+    if scale:
+        value = f'Decimal("%d.%0{scale}d" % ({number(ints)}, {number(fracs)}))'
+    else:
+        value = f"Decimal({number(ints)})"
+    src = "\n".join(
+        [
+            "def dec(buf, p):",
+            "    if buf[p] & 0x80:",
+            f"        return {value}",
+            f"    return decode_decimal(buf[p:p+{n}], {precision}, {scale})",
+        ]
+    )
+    ns: dict[str, Any] = {"Decimal": Decimal, "from_bytes": int.from_bytes, "decode_decimal": decode_decimal}
+    exec(compile(src, f"<decimal({precision},{scale}) reader>", "exec"), ns)
+    fn: Callable[[Any, int], Decimal] = ns["dec"]
+    _DEC_READERS[key] = fn
+    return fn
+
+
+_DEC_READERS: dict[tuple[int, int], Callable[[Any, int], Decimal]] = {}
+
+
+def frac_expr(fsp: int, at: str) -> str:
+    """Source of ``read_frac(buf, at, fsp)`` (microseconds) without the call."""
+    if fsp == 0:
+        return "0"
+    if fsp <= 2:
+        return f"buf[{at}] * 10000"
+    if fsp <= 4:
+        return f"from_bytes(buf[{at}:{at}+2], 'big') * 100"
+    return f"from_bytes(buf[{at}:{at}+3], 'big')"
+
+
+def datetime2_lines(v: str, fsp: int) -> list[str]:
+    """Source lines of ``decode_datetime2(buf, p, fsp)`` into ``v``, inlined (``p`` not advanced)."""
+    head = '"%04d-%02d-%02d %02d:%02d:%02d'
+    args = "_ym // 13, _ym % 13, _ymd & 31, _hms >> 12, (_hms >> 6) & 63, _hms & 63"
+    lines = [
+        "_ip = from_bytes(buf[p:p+5], 'big') - 0x8000000000",
+        "_ymd = _ip >> 17",
+        "_ym = _ymd >> 5",
+        "_hms = _ip & 0x1FFFF",
+    ]
+    if fsp == 0:
+        return [*lines, f'{v} = {head}" % ({args})']
+    # a valid fraction is < 10**6; anything else is cut like decode_datetime2 does
+    digits = "_u" if fsp == 6 else f"_u // {10 ** (6 - fsp)}"
+    return [
+        *lines,
+        f"_u = {frac_expr(fsp, 'p+5')}",
+        f'{v} = {head}.%0{fsp}d" % ({args}, {digits}) if _u < 1000000 else '
+        f'{head}.%s" % ({args}, ("%06d" % _u)[:{fsp}])',
+    ]
+
+
 def _frac(usec: int, fsp: int) -> str:
     return "." + ("%06d" % usec)[:fsp] if fsp else ""
 
@@ -292,18 +370,23 @@ class _Gen:
             assert isinstance(m, tuple)
             prec, scale = m
             n = decimal_size(prec, scale)
-            return [f"{v} = decode_decimal(buf[p:p+{n}], {prec}, {scale})", f"p += {n}"]
+            reader = self.const(f"D{prec}_{scale}", decimal_reader(prec, scale))
+            return [f"{v} = {reader}(buf, p)", f"p += {n}"]
         if t in (tmod.T_DATE, tmod.T_NEWDATE):
-            return [f"{v} = decode_date(buf, p)", "p += 3"]
+            return [
+                "_d = buf[p] | buf[p+1] << 8 | buf[p+2] << 16",
+                f'{v} = "%04d-%02d-%02d" % (_d >> 9, (_d >> 5) & 15, _d & 31)',
+                "p += 3",
+            ]
         if t == tmod.T_DATETIME2:
             fsp = int(m)  # type: ignore[arg-type]
-            return [f"{v} = decode_datetime2(buf, p, {fsp})", f"p += {5 + frac_bytes(fsp)}"]
+            return [*datetime2_lines(v, fsp), f"p += {5 + frac_bytes(fsp)}"]
         if t == tmod.T_DATETIME:
             return [f"{v} = decode_datetime_old(buf, p)", "p += 8"]
         if t == tmod.T_TIMESTAMP2:
             fsp = int(m)  # type: ignore[arg-type]
             return [
-                f"{v} = ts_render(from_bytes(buf[p:p+4], 'big'), read_frac(buf, p + 4, {fsp}), {fsp})",
+                f"{v} = ts_render(from_bytes(buf[p:p+4], 'big'), {frac_expr(fsp, 'p+4')}, {fsp})",
                 f"p += {4 + frac_bytes(fsp)}",
             ]
         if t == tmod.T_TIMESTAMP:

@@ -9,6 +9,7 @@ on ``ColumnInfo``.
 
 from __future__ import annotations
 
+import functools
 import struct
 import time
 from collections.abc import Callable
@@ -82,16 +83,13 @@ def decode_decimal(raw: bytes, precision: int, scale: int) -> Decimal:
     return Decimal(text if positive else "-" + text)
 
 
+@functools.cache
 def decimal_reader(precision: int, scale: int) -> Callable[[Any, int], Decimal]:
     """A compiled reader of one DECIMAL(precision, scale) at ``buf[p:]``: ``decode_decimal`` unrolled.
 
     Non-negative values (sign bit set) are read group by group without copying the bytes;
     negative ones go through ``decode_decimal``.
     """
-    key = (precision, scale)
-    got = _DEC_READERS.get(key)
-    if got is not None:
-        return got
     ints, fracs = _decimal_layout(precision, scale)
     n = decimal_size(precision, scale)
 
@@ -100,9 +98,11 @@ def decimal_reader(precision: int, scale: int) -> Callable[[Any, int], Decimal]:
         return f"({g} - {0x80 << 8 * (size - 1)})" if off == 0 else g
 
     def number(groups: tuple[tuple[int, int, int], ...]) -> str:
-        expr = "0"
-        for off, size, digits in groups:
-            expr = group(off, size) if expr == "0" else f"({expr}) * {10**digits} + {group(off, size)}"
+        if not groups:
+            return "0"
+        expr = group(*groups[0][:2])
+        for off, size, digits in groups[1:]:
+            expr = f"({expr}) * {10**digits} + {group(off, size)}"
         return expr
 
     if scale:
@@ -120,11 +120,7 @@ def decimal_reader(precision: int, scale: int) -> Callable[[Any, int], Decimal]:
     ns: dict[str, Any] = {"Decimal": Decimal, "from_bytes": int.from_bytes, "decode_decimal": decode_decimal}
     exec(compile(src, f"<decimal({precision},{scale}) reader>", "exec"), ns)
     fn: Callable[[Any, int], Decimal] = ns["dec"]
-    _DEC_READERS[key] = fn
     return fn
-
-
-_DEC_READERS: dict[tuple[int, int], Callable[[Any, int], Decimal]] = {}
 
 
 def frac_expr(fsp: int, at: str) -> str:
@@ -136,6 +132,14 @@ def frac_expr(fsp: int, at: str) -> str:
     if fsp <= 4:
         return f"from_bytes(buf[{at}:{at}+2], 'big') * 100"
     return f"from_bytes(buf[{at}:{at}+3], 'big')"
+
+
+def date_lines(v: str) -> list[str]:
+    """Source lines of ``decode_date(buf, p)`` into ``v``, inlined (``p`` not advanced)."""
+    return [
+        "_d = buf[p] | buf[p+1] << 8 | buf[p+2] << 16",
+        f'{v} = "%04d-%02d-%02d" % (_d >> 9, (_d >> 5) & 15, _d & 31)',
+    ]
 
 
 def datetime2_lines(v: str, fsp: int) -> list[str]:
@@ -181,13 +185,13 @@ def read_frac(buf: bytes, p: int, fsp: int) -> int:
 
 
 def decode_date(buf: bytes, p: int) -> str:
-    """3-byte DATE."""
+    """3-byte DATE (the reference for ``date_lines``, which the row functions inline)."""
     v = buf[p] | buf[p + 1] << 8 | buf[p + 2] << 16
     return "%04d-%02d-%02d" % (v >> 9, (v >> 5) & 15, v & 31)
 
 
 def decode_datetime2(buf: bytes, p: int, fsp: int) -> str:
-    """DATETIME2 (5 bytes + fraction)."""
+    """DATETIME2 (5 bytes + fraction; the reference for ``datetime2_lines``, which the row functions inline)."""
     intpart = int.from_bytes(buf[p : p + 5], "big") - 0x8000000000
     ymd = intpart >> 17
     ym = ymd >> 5
@@ -319,15 +323,11 @@ class _Gen:
         self.consts: dict[str, Any] = {
             "unpack_from": struct.unpack_from,
             "from_bytes": int.from_bytes,
-            "decode_decimal": decode_decimal,
-            "decode_date": decode_date,
-            "decode_datetime2": decode_datetime2,
             "decode_datetime_old": decode_datetime_old,
             "decode_time2": decode_time2,
             "decode_time_old": decode_time_old,
             "decode_set": decode_set,
             "decode_enum": decode_enum,
-            "read_frac": read_frac,
             "ts_render": tsr.render,
         }
 
@@ -373,11 +373,7 @@ class _Gen:
             reader = self.const(f"D{prec}_{scale}", decimal_reader(prec, scale))
             return [f"{v} = {reader}(buf, p)", f"p += {n}"]
         if t in (tmod.T_DATE, tmod.T_NEWDATE):
-            return [
-                "_d = buf[p] | buf[p+1] << 8 | buf[p+2] << 16",
-                f'{v} = "%04d-%02d-%02d" % (_d >> 9, (_d >> 5) & 15, _d & 31)',
-                "p += 3",
-            ]
+            return [*date_lines(v), "p += 3"]
         if t == tmod.T_DATETIME2:
             fsp = int(m)  # type: ignore[arg-type]
             return [*datetime2_lines(v, fsp), f"p += {5 + frac_bytes(fsp)}"]

@@ -7,6 +7,7 @@ import random
 import pytest
 
 from sparkcdc.capture.rowcodec import (
+    date_lines,
     datetime2_lines,
     decimal_reader,
     decimal_size,
@@ -66,18 +67,7 @@ def test_frac_expr_matches_read_frac(fsp: int) -> None:
 
 
 def test_date_inline_matches_helper() -> None:
-    from sparkcdc.capture import tablemap as tmod
-    from sparkcdc.capture.rowcodec import _Gen  # the DATE snippet is generated inline
-
-    class _TM:
-        real_types = [tmod.T_DATE]
-        meta = [0]
-        unsigned = [False]
-
-    gen = _Gen.__new__(_Gen)
-    gen.tm = _TM()  # type: ignore[assignment]
-    gen.consts = {}
-    f = _compile(gen.snippet(0, "v"))
+    f = _compile(date_lines("v"))
     rng = random.Random(7)
     for _ in range(3000):
         buf = bytes(rng.randrange(256) for _ in range(5))

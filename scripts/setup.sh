@@ -4,7 +4,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+PY=${PYTHON:-python3}
 need_apt=()
+command -v gcc >/dev/null 2>&1 || need_apt+=(gcc)  # the C row decoder (src/sparkcdc/capture/_rowdecode.c)
+"$PY" -c 'import sysconfig,os,sys;sys.exit(not os.path.exists(sysconfig.get_paths()["include"]+"/Python.h"))' \
+  || need_apt+=(python3-dev)
 command -v mariadbd >/dev/null 2>&1 || [ -x /usr/sbin/mariadbd ] || need_apt+=(mariadb-server mariadb-client)
 command -v mariadb-binlog >/dev/null 2>&1 || need_apt+=(mariadb-client)
 command -v java >/dev/null 2>&1 || need_apt+=(openjdk-17-jre-headless)
@@ -17,12 +21,12 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   $SUDO apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
 fi
 
-PY=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 stamp=.venv/.sparkcdc-installed
-if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ setup.py -nt "$stamp" ] \
+  || [ src/sparkcdc/capture/_rowdecode.c -nt "$stamp" ] || ! ls src/sparkcdc/capture/_rowdecode*.so >/dev/null 2>&1; then
   .venv/bin/python -m pip install -q --upgrade pip
   .venv/bin/python -m pip install -q -e '.[dev]'
   touch "$stamp"

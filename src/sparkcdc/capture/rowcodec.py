@@ -10,17 +10,35 @@ on ``ColumnInfo``.
 from __future__ import annotations
 
 import functools
+import logging
+import os
 import struct
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
 from sparkcdc.capture import tablemap as tmod
 from sparkcdc.capture.tablemap import TableMap, charset_codec
 from sparkcdc.errors import DecodeError
+
+if TYPE_CHECKING:
+    from sparkcdc.capture import _rowdecode
+
+log = logging.getLogger(__name__)
+
+try:
+    from sparkcdc.capture import _rowdecode as _native
+except ImportError as _exc:  # not built (a source checkout without the compile step)
+    _native = None  # type: ignore[assignment]
+    log.warning(
+        "the C row decoder (sparkcdc.capture._rowdecode) is unavailable: %s; decoding rows in Python", _exc
+    )
+
+PURE_PYTHON_ENV = "SPARKCDC_PURE_PYTHON_DECODER"
+"""Set to 1 to decode rows with the compiled Python functions even when the C decoder is built."""
 
 DIG2BYTES = (0, 1, 1, 2, 2, 3, 3, 4, 4, 4)
 
@@ -490,13 +508,95 @@ class _Gen:
         return fn
 
 
+def native_available() -> bool:
+    """Whether the C decoder is built and not disabled by ``SPARKCDC_PURE_PYTHON_DECODER``."""
+    return _native is not None and os.environ.get(PURE_PYTHON_ENV, "").strip() not in ("1", "true", "yes")
+
+
+_NATIVE_INT = {
+    (tmod.T_TINY, False): "K_INT8",
+    (tmod.T_TINY, True): "K_UINT8",
+    (tmod.T_SHORT, False): "K_INT16",
+    (tmod.T_SHORT, True): "K_UINT16",
+    (tmod.T_INT24, False): "K_INT24",
+    (tmod.T_INT24, True): "K_UINT24",
+    (tmod.T_LONG, False): "K_INT32",
+    (tmod.T_LONG, True): "K_UINT32",
+    (tmod.T_LONGLONG, False): "K_INT64",
+    (tmod.T_LONGLONG, True): "K_UINT64",
+}
+
+
+def native_column(tm: TableMap, tsr: TimestampRenderer, i: int) -> tuple[int, int, int, int, Any] | None:
+    """The C decoder's (kind, index, a, b, obj) of column i; None if only the Python decoder reads it.
+
+    It mirrors ``_Gen.snippet``: the C decoder gives the values that snippet's code gives.
+    """
+    n = _native
+    assert n is not None
+    t = tm.real_types[i]
+    m = tm.meta[i]
+    ts_obj = None if tsr.utc else tsr.render
+    if (t, bool(tm.unsigned[i])) in _NATIVE_INT:
+        return (getattr(n, _NATIVE_INT[(t, bool(tm.unsigned[i]))]), i, 0, 0, None)
+    simple = {
+        tmod.T_YEAR: n.K_YEAR,
+        tmod.T_FLOAT: n.K_FLOAT,
+        tmod.T_DOUBLE: n.K_DOUBLE,
+        tmod.T_DATE: n.K_DATE,
+        tmod.T_NEWDATE: n.K_DATE,
+        tmod.T_DATETIME: n.K_DATETIME,
+        tmod.T_TIME: n.K_TIME,
+    }
+    if t in simple:
+        return (simple[t], i, 0, 0, None)
+    if t == tmod.T_TIMESTAMP:
+        return (n.K_TIMESTAMP, i, 0, 0, ts_obj)
+    if t in (tmod.T_DATETIME2, tmod.T_TIMESTAMP2, tmod.T_TIME2):
+        if not isinstance(m, int):
+            return None
+        kind = {tmod.T_DATETIME2: n.K_DATETIME2, tmod.T_TIMESTAMP2: n.K_TIMESTAMP2, tmod.T_TIME2: n.K_TIME2}[
+            t
+        ]
+        return (kind, i, m, 0, ts_obj if t == tmod.T_TIMESTAMP2 else None)
+    if t == tmod.T_NEWDECIMAL:
+        if not isinstance(m, tuple):
+            return None
+        return (n.K_DECIMAL, i, m[0], m[1], None)
+    if t in (tmod.T_BIT, tmod.T_ENUM, tmod.T_SET):
+        if not isinstance(m, tuple):
+            return None
+        if t == tmod.T_BIT:
+            return (n.K_BIT, i, m[1] + (1 if m[0] else 0), 0, None)
+        if t == tmod.T_ENUM:
+            return (n.K_ENUM, i, m[1], 0, tuple(tm.enum_values.get(i, ())))
+        return (n.K_SET, i, m[1], 0, tuple(tm.set_values.get(i, ())))
+    cs = tm.charsets[i]
+    codec = charset_codec(cs) if cs is not None else "binary"
+    if t in (tmod.T_VARCHAR, tmod.T_VAR_STRING, tmod.T_STRING):
+        maxlen = m[1] if isinstance(m, tuple) else int(m)
+        pad = maxlen if t == tmod.T_STRING and codec == "binary" else 0
+        return (n.K_STRING, i, 2 if maxlen > 255 else 1, pad, None if codec == "binary" else codec)
+    if t in (tmod.T_BLOB, tmod.T_GEOMETRY):
+        if t == tmod.T_GEOMETRY:
+            codec = "binary"
+        return (n.K_STRING, i, int(m), 0, None if codec == "binary" else codec)  # type: ignore[arg-type]
+    return None
+
+
 class RowDecoder:
     """Decodes the row images of ROWS events for one table map."""
 
-    def __init__(self, tm: TableMap, tsr: TimestampRenderer) -> None:
+    def __init__(self, tm: TableMap, tsr: TimestampRenderer, native: bool | None = None) -> None:
+        """``native``: use the C decoder (None: when it is built and not disabled by the environment)."""
         self.tm = tm
+        self.tsr = tsr
         self._gen = _Gen(tm, tsr)
         self._fns: dict[int, RowFn] = {}
+        if native and _native is None:
+            raise RuntimeError("the C row decoder (sparkcdc.capture._rowdecode) is not built")
+        self.native = native_available() if native is None else native
+        self._layouts: dict[int, _rowdecode.Layout | None] = {}
 
     def fn_for(self, bitmap: int) -> RowFn:
         """The compiled row function for a columns-present bitmap."""
@@ -506,11 +606,32 @@ class RowDecoder:
             fn = self._fns[bitmap] = self._gen.build(present)
         return fn
 
+    def layout_for(self, bitmap: int) -> _rowdecode.Layout | None:
+        """The C decoder's layout for a columns-present bitmap; None if a column needs the Python decoder."""
+        if bitmap in self._layouts:
+            return self._layouts[bitmap]
+        # the Python row function first: a column neither decoder reads raises the same DecodeError
+        self.fn_for(bitmap)
+        tm = self.tm
+        assert _native is not None
+        cols = [native_column(tm, self.tsr, i) for i in range(tm.column_count) if bitmap >> i & 1]
+        specs = [c for c in cols if c is not None]
+        layout = None
+        if len(specs) == len(cols):
+            try:
+                layout = _native.Layout(
+                    tm.schema, tm.table, tm.column_count, specs, DecodeError, decode_decimal
+                )
+            except ValueError:  # a shape outside what the C decoder checks it can read exactly
+                layout = None
+        self._layouts[bitmap] = layout
+        return layout
+
 
 def rows_event_images(
     dec: RowDecoder, body: bytes, version: int, op: str
 ) -> list[tuple[tuple[Any, ...] | None, tuple[Any, ...] | None]]:
-    """All (before, after) images of one ROWS event body."""
+    """All (before, after) images of one ROWS event body (the C decoder when ``dec.native``)."""
     from sparkcdc.capture.tablemap import read_packed
 
     pos = 8
@@ -521,27 +642,50 @@ def rows_event_images(
     nb = (ncol + 7) // 8
     present1 = int.from_bytes(body[pos : pos + nb], "little")
     pos += nb
+    present2 = 0
+    if op == "U":
+        present2 = int.from_bytes(body[pos : pos + nb], "little")
+        pos += nb
+    if dec.native and type(body) is bytes:
+        l1 = dec.layout_for(present1)
+        l2 = dec.layout_for(present2) if op == "U" else None
+        if l1 is not None and (l2 is not None or op != "U"):
+            return _native.decode_rows(l1, l2, body, pos, op)
+    return _python_images(dec, body, pos, op, present1, present2)
+
+
+def _python_images(
+    dec: RowDecoder, body: bytes, pos: int, op: str, present1: int, present2: int
+) -> list[tuple[tuple[Any, ...] | None, tuple[Any, ...] | None]]:
+    """The images decoded by the compiled Python row functions (the reference of the C decoder)."""
     fn1 = dec.fn_for(present1)
     out: list[tuple[tuple[Any, ...] | None, tuple[Any, ...] | None]] = []
     end = len(body)
+    start = pos
     try:
         if op == "U":
-            present2 = int.from_bytes(body[pos : pos + nb], "little")
-            pos += nb
             fn2 = dec.fn_for(present2)
             while pos < end:
+                start = pos
                 before, pos = fn1(body, pos)
+                start = pos
                 after, pos = fn2(body, pos)
                 out.append((before, after))
         elif op == "I":
             while pos < end:
+                start = pos
                 after, pos = fn1(body, pos)
                 out.append((None, after))
         else:
             while pos < end:
+                start = pos
                 before, pos = fn1(body, pos)
                 out.append((before, None))
-    except (IndexError, struct.error, ValueError) as exc:
+        if pos > end:
+            # a slice past the end reads short instead of failing: the last image was cut
+            raise IndexError(f"the row image runs to byte {pos} but the event body ends at byte {end}")
+    except (IndexError, struct.error, ValueError, ArithmeticError) as exc:
+        # ArithmeticError: decimal.InvalidOperation from a DECIMAL cut short by the end of the body
         tm = dec.tm
-        raise DecodeError(f"cannot decode a row of {tm.schema}.{tm.table} at byte {pos}: {exc!r}") from exc
+        raise DecodeError(f"cannot decode a row of {tm.schema}.{tm.table} at byte {start}: {exc!r}") from exc
     return out

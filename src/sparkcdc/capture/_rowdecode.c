@@ -1,0 +1,1067 @@
+/*
+ * Row images of ROWS events decoded in C.
+ *
+ * The values are exactly those of the pure-Python decoder in rowcodec.py (the
+ * reference): same Python types, same text for temporal values, same Decimal
+ * digits. A Layout describes the columns present in one row image (built once
+ * per table map and columns-present bitmap by rowcodec.RowDecoder); decode_rows
+ * walks a whole event body with one or two layouts.
+ *
+ * Every read is checked against the length of the body: a value that does not
+ * fit raises IndexError inside, turned into the DecodeError given to the Layout
+ * with the message shape of rowcodec.rows_event_images.
+ */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+enum {
+    K_INT8 = 1,
+    K_UINT8,
+    K_INT16,
+    K_UINT16,
+    K_INT24,
+    K_UINT24,
+    K_INT32,
+    K_UINT32,
+    K_INT64,
+    K_UINT64,
+    K_YEAR,
+    K_FLOAT,
+    K_DOUBLE,
+    K_DECIMAL,   /* a = precision, b = scale */
+    K_DATE,
+    K_DATETIME2, /* a = fsp */
+    K_DATETIME,  /* pre-5.6, 8 bytes */
+    K_TIMESTAMP2, /* a = fsp, obj = renderer callable or None (UTC) */
+    K_TIMESTAMP, /* pre-5.6, 4 bytes; obj as for K_TIMESTAMP2 */
+    K_TIME2,     /* a = fsp */
+    K_TIME,      /* pre-5.6, 3 bytes */
+    K_BIT,       /* a = bytes */
+    K_ENUM,      /* a = bytes, obj = tuple of names */
+    K_SET,       /* a = bytes, obj = tuple of names */
+    K_STRING,    /* a = length bytes (1-4), b = pad to (BINARY(n)) or 0, obj = codec name or None (bytes) */
+    K_LAST
+};
+
+enum { C_BINARY = 0, C_UTF8, C_LATIN1, C_ASCII, C_OTHER };
+
+typedef struct {
+    int kind;
+    Py_ssize_t index;
+    long a;
+    long b;
+    PyObject *obj;      /* owned or NULL */
+    const char *codec;  /* K_STRING with C_OTHER: the codec name (kept alive by obj) */
+    int codec_kind;
+    Py_ssize_t size;    /* fixed width in bytes, 0 for variable */
+} Col;
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *schema;
+    PyObject *table;
+    PyObject *error;        /* the exception class raised for a bad row */
+    PyObject *dec_fallback; /* decode_decimal(raw, precision, scale) */
+    Py_ssize_t ncol;
+    Py_ssize_t npresent;
+    Py_ssize_t nullbytes;
+    Col *cols;
+} LayoutObject;
+
+static PyObject *DecimalType = NULL;
+static PyObject *EmptyStr = NULL;
+static PyObject *Comma = NULL;
+
+/* ---------------------------------------------------------------- helpers */
+
+static const uint64_t POW10[10] = {
+    1ULL, 10ULL, 100ULL, 1000ULL, 10000ULL, 100000ULL, 1000000ULL, 10000000ULL, 100000000ULL, 1000000000ULL,
+};
+
+static const int DIG2BYTES[10] = {0, 1, 1, 2, 2, 3, 3, 4, 4, 4};
+
+static Py_ssize_t decimal_size(long precision, long scale)
+{
+    long intg = precision - scale;
+    return (intg / 9) * 4 + DIG2BYTES[intg % 9] + (scale / 9) * 4 + DIG2BYTES[scale % 9];
+}
+
+static inline uint64_t be_uint(const unsigned char *p, int n)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < n; i++)
+        v = (v << 8) | p[i];
+    return v;
+}
+
+static inline uint64_t le_uint(const unsigned char *p, int n)
+{
+    uint64_t v = 0;
+    for (int i = n - 1; i >= 0; i--)
+        v = (v << 8) | p[i];
+    return v;
+}
+
+/* Python's a // b and a % b for b > 0. */
+static inline int64_t floordiv(int64_t a, int64_t b)
+{
+    int64_t q = a / b;
+    if ((a % b) != 0 && a < 0)
+        q -= 1;
+    return q;
+}
+
+static inline int64_t floormod(int64_t a, int64_t b)
+{
+    int64_t r = a % b;
+    if (r < 0)
+        r += b;
+    return r;
+}
+
+/* Python's a >> n on a signed integer (floor division by 2**n). */
+static inline int64_t pyshr(int64_t a, int n)
+{
+    return floordiv(a, (int64_t)1 << n);
+}
+
+/* "%0*d" % v at w; returns the end. */
+static char *put_int(char *w, int64_t v, int width)
+{
+    char tmp[24];
+    int n = 0;
+    uint64_t u;
+    int neg = v < 0;
+    u = neg ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+    do {
+        tmp[n++] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (neg) {
+        *w++ = '-';
+        width -= 1;
+    }
+    for (int i = n; i < width; i++)
+        *w++ = '0';
+    while (n)
+        *w++ = tmp[--n];
+    return w;
+}
+
+static char *put_uint(char *w, uint64_t u, int width)
+{
+    char tmp[24];
+    int n = 0;
+    do {
+        tmp[n++] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    for (int i = n; i < width; i++)
+        *w++ = '0';
+    while (n)
+        *w++ = tmp[--n];
+    return w;
+}
+
+/* rowcodec._frac: "." + ("%06d" % usec)[:fsp], nothing when fsp is 0 (usec >= 0). */
+static char *put_frac(char *w, int64_t usec, int fsp)
+{
+    char tmp[32];
+    char *e;
+    if (fsp <= 0)
+        return w;
+    e = put_int(tmp, usec, 6);
+    *w++ = '.';
+    for (int i = 0; i < fsp && tmp + i < e; i++)
+        *w++ = tmp[i];
+    return w;
+}
+
+static PyObject *ascii_str(const char *s, Py_ssize_t n)
+{
+    PyObject *r = PyUnicode_New(n, 127);
+    if (r == NULL)
+        return NULL;
+    memcpy(PyUnicode_1BYTE_DATA(r), s, (size_t)n);
+    return r;
+}
+
+/* rowcodec.read_frac / frac_expr: microseconds from the fraction bytes at p. */
+static inline int64_t read_frac(const unsigned char *p, int fsp)
+{
+    if (fsp == 0)
+        return 0;
+    if (fsp <= 2)
+        return (int64_t)p[0] * 10000;
+    if (fsp <= 4)
+        return (int64_t)be_uint(p, 2) * 100;
+    return (int64_t)be_uint(p, 3);
+}
+
+static inline Py_ssize_t frac_bytes(int fsp)
+{
+    return (fsp + 1) / 2;
+}
+
+/* ------------------------------------------------------------- decoders */
+
+static PyObject *decode_decimal(LayoutObject *L, const unsigned char *p, long precision, long scale)
+{
+    Py_ssize_t n = decimal_size(precision, scale);
+    unsigned char b[128];
+    char text[320];
+    char *w = text;
+    int positive = (p[0] & 0x80) != 0;
+    long intg = precision - scale;
+    int off = 0;
+    char *istart;
+
+    if (!positive)
+        *w++ = '-';
+    for (Py_ssize_t i = 0; i < n; i++)
+        b[i] = positive ? p[i] : (unsigned char)(p[i] ^ 0xFF);
+    b[0] ^= 0x80;
+
+    /* integer part: leading partial group then full groups, zero-padded, leading zeros stripped */
+    istart = w;
+    {
+        long lead = intg % 9;
+        long full = intg / 9;
+        int started = 0;
+        for (long g = -1; g < full; g++) {
+            int digits, size;
+            uint64_t v;
+            char tmp[16];
+            char *e;
+            if (g < 0) {
+                if (!lead)
+                    continue;
+                digits = (int)lead;
+            } else {
+                digits = 9;
+            }
+            size = DIG2BYTES[digits];
+            v = be_uint(b + off, size);
+            off += size;
+            if (v >= POW10[digits])
+                goto fallback; /* not a valid group: the reference's arithmetic decides */
+            if (!started) {
+                if (v == 0)
+                    continue;
+                w = put_uint(w, v, 0);
+                started = 1;
+            } else {
+                e = put_uint(tmp, v, digits);
+                memcpy(w, tmp, (size_t)(e - tmp));
+                w += e - tmp;
+            }
+        }
+        if (!started)
+            *w++ = '0';
+    }
+    if (scale == 0) {
+        /* Decimal(-iv) of an int: no negative zero */
+        const char *t0 = (!positive && w - istart == 1 && istart[0] == '0') ? istart : text;
+        {
+            PyObject *s = ascii_str(t0, w - t0);
+            PyObject *r;
+            if (s == NULL)
+                return NULL;
+            r = PyObject_CallOneArg(DecimalType, s);
+            Py_DECREF(s);
+            return r;
+        }
+    }
+    *w++ = '.';
+    {
+        long full = scale / 9;
+        long tail = scale % 9;
+        for (long g = 0; g <= full; g++) {
+            int digits = g < full ? 9 : (int)tail;
+            int size;
+            uint64_t v;
+            if (!digits)
+                continue;
+            size = DIG2BYTES[digits];
+            v = be_uint(b + off, size);
+            off += size;
+            if (v >= POW10[digits])
+                goto fallback;
+            w = put_uint(w, v, digits);
+        }
+    }
+    {
+        PyObject *s = ascii_str(text, w - text);
+        PyObject *r;
+        if (s == NULL)
+            return NULL;
+        r = PyObject_CallOneArg(DecimalType, s);
+        Py_DECREF(s);
+        return r;
+    }
+
+fallback: {
+    PyObject *raw = PyBytes_FromStringAndSize((const char *)p, n);
+    PyObject *r;
+    if (raw == NULL)
+        return NULL;
+    r = PyObject_CallFunction(L->dec_fallback, "Oll", raw, precision, scale);
+    Py_DECREF(raw);
+    return r;
+}
+}
+
+static PyObject *decode_datetime2(const unsigned char *p, int fsp)
+{
+    char text[96];
+    char *w = text;
+    int64_t ip = (int64_t)be_uint(p, 5) - (int64_t)0x8000000000LL;
+    int64_t ymd = pyshr(ip, 17);
+    int64_t ym = pyshr(ymd, 5);
+    int64_t hms = ip & 0x1FFFF;
+    w = put_int(w, floordiv(ym, 13), 4);
+    *w++ = '-';
+    w = put_int(w, floormod(ym, 13), 2);
+    *w++ = '-';
+    w = put_int(w, ymd & 31, 2);
+    *w++ = ' ';
+    w = put_int(w, hms >> 12, 2);
+    *w++ = ':';
+    w = put_int(w, (hms >> 6) & 63, 2);
+    *w++ = ':';
+    w = put_int(w, hms & 63, 2);
+    w = put_frac(w, read_frac(p + 5, fsp), fsp);
+    return ascii_str(text, w - text);
+}
+
+static PyObject *decode_date(const unsigned char *p)
+{
+    char text[32];
+    char *w = text;
+    uint32_t d = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16;
+    w = put_uint(w, d >> 9, 4);
+    *w++ = '-';
+    w = put_uint(w, (d >> 5) & 15, 2);
+    *w++ = '-';
+    w = put_uint(w, d & 31, 2);
+    return ascii_str(text, w - text);
+}
+
+static PyObject *decode_datetime_old(const unsigned char *p)
+{
+    char text[64];
+    char *w = text;
+    uint64_t v = le_uint(p, 8);
+    uint64_t d = v / 1000000, t = v % 1000000;
+    w = put_uint(w, d / 10000, 4);
+    *w++ = '-';
+    w = put_uint(w, d / 100 % 100, 2);
+    *w++ = '-';
+    w = put_uint(w, d % 100, 2);
+    *w++ = ' ';
+    w = put_uint(w, t / 10000, 2);
+    *w++ = ':';
+    w = put_uint(w, t / 100 % 100, 2);
+    *w++ = ':';
+    w = put_uint(w, t % 100, 2);
+    return ascii_str(text, w - text);
+}
+
+static PyObject *decode_time2(const unsigned char *p, int fsp)
+{
+    char text[64];
+    char *w = text;
+    int64_t packed, hms, usec;
+    if (fsp <= 0) {
+        packed = ((int64_t)be_uint(p, 3) - 0x800000) * ((int64_t)1 << 24);
+    } else if (fsp <= 2) {
+        int64_t intpart = (int64_t)be_uint(p, 3) - 0x800000;
+        int64_t frac = p[3];
+        if (intpart < 0 && frac) {
+            intpart += 1;
+            frac -= 0x100;
+        }
+        packed = intpart * ((int64_t)1 << 24) + frac * 10000;
+    } else if (fsp <= 4) {
+        int64_t intpart = (int64_t)be_uint(p, 3) - 0x800000;
+        int64_t frac = (int64_t)be_uint(p + 3, 2);
+        if (intpart < 0 && frac) {
+            intpart += 1;
+            frac -= 0x10000;
+        }
+        packed = intpart * ((int64_t)1 << 24) + frac * 100;
+    } else {
+        packed = (int64_t)be_uint(p, 6) - (int64_t)0x800000000000LL;
+    }
+    if (packed < 0) {
+        *w++ = '-';
+        packed = -packed;
+    }
+    hms = packed >> 24;
+    usec = packed % ((int64_t)1 << 24);
+    w = put_int(w, (hms >> 12) % (1 << 10), 2);
+    *w++ = ':';
+    w = put_int(w, (hms >> 6) % 64, 2);
+    *w++ = ':';
+    w = put_int(w, hms % 64, 2);
+    w = put_frac(w, usec, fsp);
+    return ascii_str(text, w - text);
+}
+
+static PyObject *decode_time_old(const unsigned char *p)
+{
+    char text[32];
+    char *w = text;
+    int32_t v = (int32_t)le_uint(p, 3);
+    if (v & 0x800000)
+        v -= 0x1000000;
+    if (v < 0) {
+        *w++ = '-';
+        v = -v;
+    }
+    w = put_int(w, v / 10000, 2);
+    *w++ = ':';
+    w = put_int(w, v / 100 % 100, 2);
+    *w++ = ':';
+    w = put_int(w, v % 100, 2);
+    return ascii_str(text, w - text);
+}
+
+/* days since 1970-01-01 to a proleptic Gregorian date (H. Hinnant's civil_from_days). */
+static void civil_from_days(int64_t z, int64_t *y, int *m, int *d)
+{
+    int64_t era, yoe, doy, mp;
+    uint64_t doe;
+    z += 719468;
+    era = (z >= 0 ? z : z - 146096) / 146097;
+    doe = (uint64_t)(z - era * 146097);
+    yoe = (int64_t)((doe - doe / 1460 + doe / 36524 - doe / 146096) / 365);
+    *y = yoe + era * 400;
+    doy = (int64_t)doe - (365 * yoe + yoe / 4 - yoe / 100);
+    mp = (5 * doy + 2) / 153;
+    *d = (int)(doy - (153 * mp + 2) / 5 + 1);
+    *m = (int)(mp < 10 ? mp + 3 : mp - 9);
+    if (*m <= 2)
+        *y += 1;
+}
+
+/* TimestampRenderer.render(sec, usec, fsp): in C for UTC, through the renderer otherwise. */
+static PyObject *render_timestamp(PyObject *renderer, uint64_t sec, int64_t usec, int fsp)
+{
+    char text[96];
+    char *w = text;
+    if (renderer != Py_None)
+        return PyObject_CallFunction(renderer, "KLi", (unsigned long long)sec, (long long)usec, fsp);
+    if (sec == 0 && usec == 0) {
+        memcpy(w, "0000-00-00 00:00:00", 19);
+        w += 19;
+        w = put_frac(w, 0, fsp);
+        return ascii_str(text, w - text);
+    }
+    {
+        int64_t days = (int64_t)(sec / 86400);
+        int64_t rem = (int64_t)(sec % 86400);
+        int64_t y;
+        int m, d;
+        civil_from_days(days, &y, &m, &d);
+        w = put_int(w, y, 4);
+        *w++ = '-';
+        w = put_int(w, m, 2);
+        *w++ = '-';
+        w = put_int(w, d, 2);
+        *w++ = ' ';
+        w = put_int(w, rem / 3600, 2);
+        *w++ = ':';
+        w = put_int(w, rem / 60 % 60, 2);
+        *w++ = ':';
+        w = put_int(w, rem % 60, 2);
+        w = put_frac(w, usec, fsp);
+    }
+    return ascii_str(text, w - text);
+}
+
+static PyObject *decode_enum(PyObject *elements, uint64_t index)
+{
+    Py_ssize_t n = PyTuple_GET_SIZE(elements);
+    PyObject *r;
+    if (index > 0 && index <= (uint64_t)n)
+        r = PyTuple_GET_ITEM(elements, (Py_ssize_t)index - 1);
+    else
+        r = EmptyStr;
+    Py_INCREF(r);
+    return r;
+}
+
+static PyObject *decode_set(PyObject *elements, uint64_t bits)
+{
+    Py_ssize_t n = PyTuple_GET_SIZE(elements);
+    PyObject *parts, *r;
+    if (n > 64)
+        n = 64;
+    parts = PyList_New(0);
+    if (parts == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (bits >> i & 1) {
+            if (PyList_Append(parts, PyTuple_GET_ITEM(elements, i)) < 0) {
+                Py_DECREF(parts);
+                return NULL;
+            }
+        }
+    }
+    r = PyUnicode_Join(Comma, parts);
+    Py_DECREF(parts);
+    return r;
+}
+
+static PyObject *decode_text(const Col *c, const unsigned char *p, Py_ssize_t n)
+{
+    switch (c->codec_kind) {
+    case C_BINARY:
+        if (c->b > n) {
+            PyObject *r = PyBytes_FromStringAndSize(NULL, c->b);
+            if (r == NULL)
+                return NULL;
+            memcpy(PyBytes_AS_STRING(r), p, (size_t)n);
+            memset(PyBytes_AS_STRING(r) + n, 0, (size_t)(c->b - n));
+            return r;
+        }
+        return PyBytes_FromStringAndSize((const char *)p, n);
+    case C_UTF8:
+        return PyUnicode_DecodeUTF8((const char *)p, n, "surrogateescape");
+    case C_LATIN1:
+        return PyUnicode_DecodeLatin1((const char *)p, n, "surrogateescape");
+    case C_ASCII:
+        return PyUnicode_DecodeASCII((const char *)p, n, "surrogateescape");
+    default:
+        return PyUnicode_Decode((const char *)p, n, c->codec, "surrogateescape");
+    }
+}
+
+static int truncated(Py_ssize_t col, Py_ssize_t need, Py_ssize_t at, Py_ssize_t end)
+{
+    PyErr_Format(PyExc_IndexError,
+                 "column %zd needs %zd bytes at byte %zd but the event body ends at byte %zd", col, need, at,
+                 end);
+    return -1;
+}
+
+/* One row image at *pp; a new tuple, or NULL with an exception set. */
+static PyObject *decode_image(LayoutObject *L, const unsigned char *buf, Py_ssize_t end, Py_ssize_t *pp)
+{
+    Py_ssize_t p = *pp;
+    const unsigned char *nulls;
+    PyObject *row;
+
+    if (end - p < L->nullbytes) {
+        truncated(-1, L->nullbytes, p, end);
+        return NULL;
+    }
+    nulls = buf + p;
+    p += L->nullbytes;
+    row = PyTuple_New(L->ncol);
+    if (row == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < L->ncol; i++) {
+        Py_INCREF(Py_None);
+        PyTuple_SET_ITEM(row, i, Py_None);
+    }
+    for (Py_ssize_t k = 0; k < L->npresent; k++) {
+        const Col *c = &L->cols[k];
+        const unsigned char *q;
+        PyObject *v;
+        if (nulls[k >> 3] >> (k & 7) & 1)
+            continue;
+        if (c->size) {
+            if (end - p < c->size) {
+                truncated(c->index, c->size, p, end);
+                goto fail;
+            }
+        }
+        q = buf + p;
+        switch (c->kind) {
+        case K_INT8:
+            v = PyLong_FromLong((signed char)q[0]);
+            break;
+        case K_UINT8:
+            v = PyLong_FromLong(q[0]);
+            break;
+        case K_INT16:
+            v = PyLong_FromLong((int16_t)le_uint(q, 2));
+            break;
+        case K_UINT16:
+            v = PyLong_FromLong((long)le_uint(q, 2));
+            break;
+        case K_INT24: {
+            long x = (long)le_uint(q, 3);
+            if (x & 0x800000)
+                x -= 0x1000000;
+            v = PyLong_FromLong(x);
+            break;
+        }
+        case K_UINT24:
+            v = PyLong_FromLong((long)le_uint(q, 3));
+            break;
+        case K_INT32:
+            v = PyLong_FromLong((int32_t)le_uint(q, 4));
+            break;
+        case K_UINT32:
+            v = PyLong_FromUnsignedLong((unsigned long)le_uint(q, 4));
+            break;
+        case K_INT64:
+            v = PyLong_FromLongLong((long long)le_uint(q, 8));
+            break;
+        case K_UINT64:
+            v = PyLong_FromUnsignedLongLong(le_uint(q, 8));
+            break;
+        case K_YEAR:
+            v = PyLong_FromLong(q[0] == 0 ? 0 : 1900 + q[0]);
+            break;
+        case K_FLOAT: {
+            double d = PyFloat_Unpack4((const char *)q, 1);
+            v = (d == -1.0 && PyErr_Occurred()) ? NULL : PyFloat_FromDouble(d);
+            break;
+        }
+        case K_DOUBLE: {
+            double d = PyFloat_Unpack8((const char *)q, 1);
+            v = (d == -1.0 && PyErr_Occurred()) ? NULL : PyFloat_FromDouble(d);
+            break;
+        }
+        case K_DECIMAL:
+            v = decode_decimal(L, q, c->a, c->b);
+            break;
+        case K_DATE:
+            v = decode_date(q);
+            break;
+        case K_DATETIME2:
+            v = decode_datetime2(q, (int)c->a);
+            break;
+        case K_DATETIME:
+            v = decode_datetime_old(q);
+            break;
+        case K_TIMESTAMP2:
+            v = render_timestamp(c->obj, be_uint(q, 4), read_frac(q + 4, (int)c->a), (int)c->a);
+            break;
+        case K_TIMESTAMP:
+            v = render_timestamp(c->obj, le_uint(q, 4), 0, 0);
+            break;
+        case K_TIME2:
+            v = decode_time2(q, (int)c->a);
+            break;
+        case K_TIME:
+            v = decode_time_old(q);
+            break;
+        case K_BIT:
+            v = PyLong_FromUnsignedLongLong(be_uint(q, (int)c->a));
+            break;
+        case K_ENUM:
+            v = decode_enum(c->obj, le_uint(q, (int)c->a));
+            break;
+        case K_SET:
+            v = decode_set(c->obj, le_uint(q, (int)c->a));
+            break;
+        case K_STRING: {
+            Py_ssize_t lb = c->a;
+            Py_ssize_t n;
+            if (end - p < lb) {
+                truncated(c->index, lb, p, end);
+                goto fail;
+            }
+            n = (Py_ssize_t)le_uint(q, (int)lb);
+            p += lb;
+            if (end - p < n) {
+                truncated(c->index, n, p, end);
+                goto fail;
+            }
+            v = decode_text(c, buf + p, n);
+            p += n;
+            break;
+        }
+        default:
+            PyErr_SetString(PyExc_SystemError, "bad column kind");
+            v = NULL;
+        }
+        if (v == NULL)
+            goto fail;
+        p += c->size;
+        Py_SETREF(((PyTupleObject *)row)->ob_item[c->index], v);
+    }
+    *pp = p;
+    return row;
+
+fail:
+    Py_DECREF(row);
+    return NULL;
+}
+
+/* An IndexError/ValueError/ArithmeticError from decoding becomes the layout's error class, chained. */
+static void raise_decode_error(LayoutObject *L, Py_ssize_t at)
+{
+    PyObject *type, *value, *tb, *msg, *err;
+    if (!PyErr_ExceptionMatches(PyExc_IndexError) && !PyErr_ExceptionMatches(PyExc_ValueError) &&
+        !PyErr_ExceptionMatches(PyExc_ArithmeticError))
+        return;
+    PyErr_Fetch(&type, &value, &tb);
+    PyErr_NormalizeException(&type, &value, &tb);
+    if (tb != NULL && value != NULL)
+        PyException_SetTraceback(value, tb);
+    msg = PyUnicode_FromFormat("cannot decode a row of %U.%U at byte %zd: %R", L->schema, L->table, at, value);
+    if (msg == NULL)
+        goto done;
+    err = PyObject_CallOneArg(L->error, msg);
+    Py_DECREF(msg);
+    if (err == NULL)
+        goto done;
+    Py_INCREF(value);
+    PyException_SetCause(err, value);
+    PyErr_SetObject((PyObject *)Py_TYPE(err), err);
+    Py_DECREF(err);
+done:
+    Py_XDECREF(type);
+    Py_XDECREF(value);
+    Py_XDECREF(tb);
+}
+
+/* --------------------------------------------------------------- Layout */
+
+static void Layout_dealloc(LayoutObject *self)
+{
+    if (self->cols != NULL) {
+        for (Py_ssize_t k = 0; k < self->npresent; k++)
+            Py_XDECREF(self->cols[k].obj);
+        PyMem_Free(self->cols);
+    }
+    Py_XDECREF(self->schema);
+    Py_XDECREF(self->table);
+    Py_XDECREF(self->error);
+    Py_XDECREF(self->dec_fallback);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int check_col(Col *c, Py_ssize_t ncol, Py_ssize_t prev)
+{
+    long a = c->a, b = c->b;
+    if (c->index <= prev || c->index >= ncol) {
+        PyErr_SetString(PyExc_ValueError, "column indexes must be increasing and below the column count");
+        return -1;
+    }
+    switch (c->kind) {
+    case K_INT8: case K_UINT8: case K_YEAR: c->size = 1; break;
+    case K_INT16: case K_UINT16: c->size = 2; break;
+    case K_INT24: case K_UINT24: case K_DATE: case K_TIME: c->size = 3; break;
+    case K_INT32: case K_UINT32: case K_FLOAT: c->size = 4; break;
+    case K_INT64: case K_UINT64: case K_DOUBLE: case K_DATETIME: c->size = 8; break;
+    case K_DECIMAL:
+        if (a < 1 || a > 200 || b < 0 || b > a)
+            goto bad;
+        c->size = decimal_size(a, b);
+        break;
+    case K_DATETIME2:
+    case K_TIMESTAMP2:
+    case K_TIME2:
+        if (a < 0 || a > 6)
+            goto bad;
+        c->size = (c->kind == K_DATETIME2 ? 5 : c->kind == K_TIMESTAMP2 ? 4 : 3) + frac_bytes((int)a);
+        if (c->kind == K_TIMESTAMP2 && (c->obj == NULL || (c->obj != Py_None && !PyCallable_Check(c->obj))))
+            goto bad;
+        break;
+    case K_TIMESTAMP:
+        c->size = 4;
+        if (c->obj == NULL || (c->obj != Py_None && !PyCallable_Check(c->obj)))
+            goto bad;
+        break;
+    case K_BIT:
+        if (a < 0 || a > 8)
+            goto bad;
+        c->size = a;
+        break;
+    case K_ENUM:
+    case K_SET:
+        if (a < 0 || a > 8 || c->obj == NULL || !PyTuple_CheckExact(c->obj))
+            goto bad;
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(c->obj); i++)
+            if (!PyUnicode_Check(PyTuple_GET_ITEM(c->obj, i)))
+                goto bad;
+        c->size = a;
+        break;
+    case K_STRING:
+        if (a < 1 || a > 4 || b < 0 || c->obj == NULL)
+            goto bad;
+        c->size = 0;
+        if (c->obj == Py_None) {
+            c->codec_kind = C_BINARY;
+        } else if (PyUnicode_Check(c->obj)) {
+            const char *name = PyUnicode_AsUTF8(c->obj);
+            if (name == NULL)
+                return -1;
+            if (b != 0)
+                goto bad; /* padding is for bytes only */
+            c->codec = name;
+            if (strcmp(name, "utf-8") == 0 || strcmp(name, "utf8") == 0)
+                c->codec_kind = C_UTF8;
+            else if (strcmp(name, "latin1") == 0 || strcmp(name, "latin-1") == 0)
+                c->codec_kind = C_LATIN1;
+            else if (strcmp(name, "ascii") == 0)
+                c->codec_kind = C_ASCII;
+            else
+                c->codec_kind = C_OTHER;
+        } else {
+            goto bad;
+        }
+        break;
+    default:
+        goto bad;
+    }
+    return 0;
+bad:
+    PyErr_Format(PyExc_ValueError, "unsupported column spec (kind %d, %ld, %ld) for column %zd", c->kind, a, b,
+                 c->index);
+    return -1;
+}
+
+static PyObject *Layout_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"schema", "table", "ncol", "columns", "error", "decimal_fallback", NULL};
+    PyObject *schema, *table, *columns, *error, *fallback, *seq;
+    Py_ssize_t ncol, prev = -1;
+    LayoutObject *self;
+
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "UUnOOO:Layout", kwlist, &schema, &table, &ncol, &columns,
+                                     &error, &fallback))
+        return NULL;
+    if (ncol < 0) {
+        PyErr_SetString(PyExc_ValueError, "ncol must be >= 0");
+        return NULL;
+    }
+    if (!PyCallable_Check(error) || !PyCallable_Check(fallback)) {
+        PyErr_SetString(PyExc_TypeError, "error and decimal_fallback must be callable");
+        return NULL;
+    }
+    seq = PySequence_Fast(columns, "columns must be a sequence");
+    if (seq == NULL)
+        return NULL;
+    self = (LayoutObject *)type->tp_alloc(type, 0);
+    if (self == NULL) {
+        Py_DECREF(seq);
+        return NULL;
+    }
+    Py_INCREF(schema);
+    self->schema = schema;
+    Py_INCREF(table);
+    self->table = table;
+    Py_INCREF(error);
+    self->error = error;
+    Py_INCREF(fallback);
+    self->dec_fallback = fallback;
+    self->ncol = ncol;
+    self->npresent = 0;
+    self->cols = PyMem_Calloc((size_t)PySequence_Fast_GET_SIZE(seq) + 1, sizeof(Col));
+    if (self->cols == NULL) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    for (Py_ssize_t k = 0; k < PySequence_Fast_GET_SIZE(seq); k++) {
+        PyObject *item = PySequence_Fast_GET_ITEM(seq, k);
+        Col *c = &self->cols[k];
+        PyObject *obj = Py_None;
+        int kind;
+        if (!PyArg_ParseTuple(item, "inll|O:column", &kind, &c->index, &c->a, &c->b, &obj))
+            goto fail;
+        c->kind = kind;
+        Py_INCREF(obj);
+        c->obj = obj;
+        self->npresent = k + 1;
+        if (check_col(c, ncol, prev) < 0)
+            goto fail;
+        prev = c->index;
+    }
+    self->nullbytes = (self->npresent + 7) / 8;
+    Py_DECREF(seq);
+    return (PyObject *)self;
+fail:
+    Py_DECREF(seq);
+    Py_DECREF(self);
+    return NULL;
+}
+
+static PyObject *Layout_get_npresent(LayoutObject *self, void *closure)
+{
+    return PyLong_FromSsize_t(self->npresent);
+}
+
+static PyGetSetDef Layout_getset[] = {
+    {"npresent", (getter)Layout_get_npresent, NULL, "columns present in the row image", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject LayoutType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "sparkcdc.capture._rowdecode.Layout",
+    .tp_basicsize = sizeof(LayoutObject),
+    .tp_dealloc = (destructor)Layout_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Layout(schema, table, ncol, columns, error, decimal_fallback): the columns of one row image.\n\n"
+              "columns: (kind, index, a, b, obj) per present column, in column order.",
+    .tp_new = Layout_new,
+    .tp_getset = Layout_getset,
+};
+
+/* ---------------------------------------------------------- decode_rows */
+
+static PyObject *decode_rows(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    LayoutObject *l1, *l2 = NULL;
+    Py_buffer view;
+    Py_ssize_t pos, end;
+    const unsigned char *buf;
+    const char *op;
+    PyObject *out = NULL;
+    int mode;
+
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "decode_rows(layout1, layout2_or_None, body, pos, op)");
+        return NULL;
+    }
+    if (!PyObject_TypeCheck(args[0], &LayoutType)) {
+        PyErr_SetString(PyExc_TypeError, "layout1 must be a Layout");
+        return NULL;
+    }
+    l1 = (LayoutObject *)args[0];
+    if (args[1] != Py_None) {
+        if (!PyObject_TypeCheck(args[1], &LayoutType)) {
+            PyErr_SetString(PyExc_TypeError, "layout2 must be a Layout or None");
+            return NULL;
+        }
+        l2 = (LayoutObject *)args[1];
+    }
+    pos = PyLong_AsSsize_t(args[3]);
+    if (pos == -1 && PyErr_Occurred())
+        return NULL;
+    if (!PyUnicode_Check(args[4])) {
+        PyErr_SetString(PyExc_TypeError, "op must be a str");
+        return NULL;
+    }
+    op = PyUnicode_AsUTF8(args[4]);
+    if (op == NULL)
+        return NULL;
+    mode = op[0] == 'U' && op[1] == 0 ? 'U' : op[0] == 'I' && op[1] == 0 ? 'I' : 'D';
+    if (mode == 'U' && l2 == NULL) {
+        PyErr_SetString(PyExc_TypeError, "an update needs two layouts");
+        return NULL;
+    }
+    if (PyObject_GetBuffer(args[2], &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    buf = view.buf;
+    end = view.len;
+    if (pos < 0) {
+        PyErr_SetString(PyExc_ValueError, "pos must be >= 0");
+        goto done;
+    }
+    out = PyList_New(0);
+    if (out == NULL)
+        goto done;
+    while (pos < end) {
+        Py_ssize_t start = pos;
+        PyObject *first, *second = NULL, *pair;
+        first = decode_image(l1, buf, end, &pos);
+        if (first == NULL) {
+            raise_decode_error(l1, start);
+            goto fail;
+        }
+        if (mode == 'U') {
+            start = pos;
+            second = decode_image(l2, buf, end, &pos);
+            if (second == NULL) {
+                Py_DECREF(first);
+                raise_decode_error(l2, start);
+                goto fail;
+            }
+            pair = PyTuple_Pack(2, first, second);
+            Py_DECREF(second);
+        } else if (mode == 'I') {
+            pair = PyTuple_Pack(2, Py_None, first);
+        } else {
+            pair = PyTuple_Pack(2, first, Py_None);
+        }
+        Py_DECREF(first);
+        if (pair == NULL)
+            goto fail;
+        if (PyList_Append(out, pair) < 0) {
+            Py_DECREF(pair);
+            goto fail;
+        }
+        Py_DECREF(pair);
+    }
+    goto done;
+fail:
+    Py_CLEAR(out);
+done:
+    PyBuffer_Release(&view);
+    return out;
+}
+
+static PyMethodDef methods[] = {
+    {"decode_rows", (PyCFunction)(void (*)(void))decode_rows, METH_FASTCALL,
+     "decode_rows(layout1, layout2_or_None, body, pos, op) -> [(before, after), ...]\n\n"
+     "The row images of one ROWS event body from pos (after the columns-present bitmaps)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef moduledef = {
+    PyModuleDef_HEAD_INIT, "sparkcdc.capture._rowdecode", "ROWS event row images decoded in C.", -1, methods,
+    NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__rowdecode(void)
+{
+    PyObject *m, *decimal;
+    static const struct {
+        const char *name;
+        int value;
+    } kinds[] = {
+        {"K_INT8", K_INT8},         {"K_UINT8", K_UINT8},       {"K_INT16", K_INT16},
+        {"K_UINT16", K_UINT16},     {"K_INT24", K_INT24},       {"K_UINT24", K_UINT24},
+        {"K_INT32", K_INT32},       {"K_UINT32", K_UINT32},     {"K_INT64", K_INT64},
+        {"K_UINT64", K_UINT64},     {"K_YEAR", K_YEAR},         {"K_FLOAT", K_FLOAT},
+        {"K_DOUBLE", K_DOUBLE},     {"K_DECIMAL", K_DECIMAL},   {"K_DATE", K_DATE},
+        {"K_DATETIME2", K_DATETIME2}, {"K_DATETIME", K_DATETIME}, {"K_TIMESTAMP2", K_TIMESTAMP2},
+        {"K_TIMESTAMP", K_TIMESTAMP}, {"K_TIME2", K_TIME2},     {"K_TIME", K_TIME},
+        {"K_BIT", K_BIT},           {"K_ENUM", K_ENUM},         {"K_SET", K_SET},
+        {"K_STRING", K_STRING},
+    };
+
+    if (PyType_Ready(&LayoutType) < 0)
+        return NULL;
+    if (DecimalType == NULL) {
+        decimal = PyImport_ImportModule("decimal");
+        if (decimal == NULL)
+            return NULL;
+        DecimalType = PyObject_GetAttrString(decimal, "Decimal");
+        Py_DECREF(decimal);
+        if (DecimalType == NULL)
+            return NULL;
+        EmptyStr = PyUnicode_FromString("");
+        Comma = PyUnicode_FromString(",");
+        if (EmptyStr == NULL || Comma == NULL)
+            return NULL;
+    }
+    m = PyModule_Create(&moduledef);
+    if (m == NULL)
+        return NULL;
+    Py_INCREF(&LayoutType);
+    if (PyModule_AddObject(m, "Layout", (PyObject *)&LayoutType) < 0) {
+        Py_DECREF(&LayoutType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
+        if (PyModule_AddIntConstant(m, kinds[i].name, kinds[i].value) < 0) {
+            Py_DECREF(m);
+            return NULL;
+        }
+    }
+    return m;
+}

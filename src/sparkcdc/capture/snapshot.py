@@ -517,3 +517,96 @@ def undo_changes(rows: Iterable[tuple[Any, ...]], delta: MultisetDelta) -> Itera
             "written after the handover point; the table changed outside the binlog (sql_log_bin=0?)"
         )
     yield from back
+
+
+# --------------------------------------------------------------------------- records rendered by the upstream
+
+
+@dataclass
+class RenderedChunk:
+    """One chunk of a range whose CSV records the upstream rendered (``codec.csv_sql``)."""
+
+    records: bytes
+    """The records, each with its terminator, in the order of ``keys``."""
+    keys: list[str]
+    """The key token (``key_token``) of each record."""
+    others: list[tuple[Any, ...]]
+    """Raw rows of the chunk the upstream cannot render exactly (read as ``read_chunk`` reads)."""
+    upto: Key | None
+    """The chunk's inclusive upper key bound (the range's own for its last chunk)."""
+    last: bool
+    """True for the range's last chunk."""
+
+
+class ChunkTooLarge(Exception):
+    """The rendered records of a chunk do not fit in one result value (``max_allowed_packet``)."""
+
+
+def _pct(sql: str) -> str:
+    """SQL text with ``%`` doubled, for a statement executed with parameters."""
+    return sql.replace("%", "%%")
+
+
+def records_session(conn: Any) -> int:
+    """Let GROUP_CONCAT return up to ``max_allowed_packet`` bytes; that limit."""
+    with conn.cursor() as cur:
+        cur.execute("SELECT @@max_allowed_packet")
+        row = cur.fetchone()
+        limit = int(row[0]) if row else 16 << 20
+        cur.execute("SET SESSION group_concat_max_len = %s", [limit])
+    return limit
+
+
+def read_rendered_chunk(
+    conn: Any, info: TableInfo, rec: Any, after: Key | None, upto: Key | None, limit: int, max_bytes: int
+) -> RenderedChunk:
+    """Up to ``limit`` rows of ``(after, upto]`` as records rendered by the upstream, in one consistent read.
+
+    ``rec`` is the table's ``codec.csv_sql.TableRecordSQL``. The chunk's upper bound is found
+    first (an index-only keyset step), then one aggregate returns every record of the chunk.
+    ``ChunkTooLarge`` when they exceed ``max_bytes`` (the caller reads fewer rows at a time).
+    """
+    cols = info.handle_key
+    order = _pct(", ".join(quote(c) for c in cols))
+    ref, record, exact, key = (_pct(s) for s in (table_ref(info), rec.record, rec.exact, rec.key))
+    with conn.cursor() as cur:
+        cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY")
+        try:
+            where, params = range_predicate(cols, after, upto)
+            cur.execute(
+                f"SELECT {order} FROM {ref} WHERE {where} ORDER BY {order} LIMIT 1 OFFSET %s",
+                [*params, limit - 1],
+            )
+            row = cur.fetchone()
+            hi = tuple(row) if row is not None else upto
+            where, params = range_predicate(cols, after, hi)
+            cur.execute(
+                f"SELECT COUNT(*), CAST(GROUP_CONCAT({key} SEPARATOR ',') AS CHAR), "
+                f"CAST(GROUP_CONCAT({record} SEPARATOR '') AS BINARY) "
+                f"FROM {ref} WHERE {where} AND {exact}",
+                params,
+            )
+            got = cur.fetchone()
+            count = int(got[0]) if got else 0
+            keys_text: str = (got[1] or "") if got else ""
+            records: bytes = bytes(got[2] or b"") if got else b""
+            if len(records) >= max_bytes or len(keys_text) >= max_bytes:
+                raise ChunkTooLarge(
+                    f"{count} rows of {info.schema}.{info.table} render to ≥ {max_bytes} bytes"
+                )
+            keys = keys_text.split(",") if count else []
+            if len(keys) != count:
+                raise SchemaError(
+                    f"the upstream returned {len(keys)} keys for {count} rows of {info.schema}.{info.table}"
+                )
+            others: list[tuple[Any, ...]] = []
+            if rec.exact != "1":
+                cur.execute(
+                    f"SELECT {_pct(select_list(info))} FROM {ref} WHERE {where} AND NOT ({exact}) "
+                    f"ORDER BY {order}",
+                    params,
+                )
+                others = list(cur.fetchall())
+        finally:
+            cur.execute("COMMIT")
+    return RenderedChunk(records, keys, others, hi, row is None)

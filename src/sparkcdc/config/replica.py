@@ -198,6 +198,8 @@ class SnapshotConfig:
     mode: str = "never"
     chunk_size: int = 50000
     parallelism: int = 0
+    upstream_render: bool = True
+    """With a CSV storage sink, the upstream renders each chunk's records (``codec.csv_sql``)."""
 
 
 @dataclass

@@ -296,6 +296,11 @@ class SnapshotTaskSpec:
     store: Any
     epoch: int = 0
     """This run of the snapshot (fences tasks of earlier runs that outlive their driver)."""
+    rendered: dict[str, dict[str, str]] = field(default_factory=dict)
+    """``schema\\x00table`` → the table's ``TableRecordSQL`` fields, for tables whose CSV records the
+    upstream renders; ``csv`` → the quote and terminator of those records."""
+    sink: Any = None
+    """The storage sink the rendered records are staged in (with ``rendered``)."""
 
     def info(self, schema: str, table: str) -> TableInfo:
         """The shape of a snapshotted table."""
@@ -328,7 +333,6 @@ def _write_parquet(
 def read_range(spec: SnapshotTaskSpec, st: RangeState) -> RangeState:
     """Executor: copy one range chunk by chunk from its last finished chunk; return its final state."""
     from sparkcdc.capture import snapshot as cs
-    from sparkcdc.pipeline.serde import dump_images
 
     if st.finished:
         return st
@@ -343,28 +347,15 @@ def read_range(spec: SnapshotTaskSpec, st: RangeState) -> RangeState:
         if not info.handle_key:
             return _read_keyless(spec, st, info, up, conn)
         conv = cs.RowConverter(info, spec.time_zone)
-        key_idx = info.handle_key_index
         upto = cs.decode_key(st.upto)
         after = cs.decode_key(st.last_key) if st.last_key is not None else cs.decode_key(st.after)
         range_rows = spec.range_rows.get(f"{st.schema}.{st.table}", spec.chunk_size)
+        read_chunk = _chunk_reader(spec, st, info, conv, conn)
         while True:
-            raw = cs.read_chunk(conn, info, after, upto, spec.chunk_size)
-            if raw:
-                keys: list[str] = []
-                payloads: list[bytes] = []
-                for r in raw:
-                    row = conv.convert(r)
-                    keys.append(cs.key_token(row[i] for i in key_idx))
-                    payloads.append(dump_images(None, row, None))
-                rel = f"{st.range_id}/{spec.epoch}-{st.rows_copied + len(raw):012d}.parquet"
-                _write_parquet(
-                    os.path.join(spec.spool_dir, rel), st.schema, st.table, info.version, keys, payloads
-                )
-                after = tuple(raw[-1][i] for i in key_idx)
+            after, last = read_chunk(after, upto)
+            if after is not None:
                 st.last_key = cs.encode_key(after)
-                st.rows_copied += len(raw)
-                st.files.append(rel)
-            if len(raw) < spec.chunk_size:
+            if last:
                 st.stage = STAGE_DONE
                 st.finished_at = time.time()
                 spec.store.save(st)
@@ -406,6 +397,96 @@ def read_range(spec: SnapshotTaskSpec, st: RangeState) -> RangeState:
             spec.store.save(st)
     finally:
         conn.close()
+
+
+def _chunk_reader(
+    spec: SnapshotTaskSpec, st: RangeState, info: TableInfo, conv: Any, conn: Any
+) -> Callable[[Any, Any], tuple[Any, bool]]:
+    """``read(after, upto) -> (new after, last chunk)``: spools one chunk of a range and counts its rows."""
+    from sparkcdc.capture import snapshot as cs
+    from sparkcdc.codec.csv_sql import TableRecordSQL
+
+    key_idx = info.handle_key_index
+
+    def spool_rows(raw: list[tuple[Any, ...]], rel: str) -> None:
+        from sparkcdc.pipeline.serde import dump_images
+
+        keys: list[str] = []
+        payloads: list[bytes] = []
+        for r in raw:
+            row = conv.convert(r)
+            keys.append(cs.key_token(row[i] for i in key_idx))
+            payloads.append(dump_images(None, row, None))
+        _write_parquet(os.path.join(spec.spool_dir, rel), st.schema, st.table, info.version, keys, payloads)
+        st.files.append(rel)
+
+    def read_rows(after: Any, upto: Any) -> tuple[Any, bool]:
+        raw = cs.read_chunk(conn, info, after, upto, spec.chunk_size)
+        if raw:
+            spool_rows(raw, f"{st.range_id}/{spec.epoch}-{st.rows_copied + len(raw):012d}.parquet")
+            after = tuple(raw[-1][i] for i in key_idx)
+            st.rows_copied += len(raw)
+        return after, len(raw) < spec.chunk_size
+
+    rec_fields = spec.rendered.get(f"{st.schema}\x00{st.table}")
+    if rec_fields is None:
+        return read_rows
+    rec = TableRecordSQL(**rec_fields)
+    max_bytes = cs.records_session(conn)
+    limit = spec.chunk_size
+
+    def read_rendered(after: Any, upto: Any) -> tuple[Any, bool]:
+        nonlocal limit
+        while True:
+            try:
+                chunk = cs.read_rendered_chunk(conn, info, rec, after, upto, limit, max_bytes)
+                break
+            except cs.ChunkTooLarge:
+                if limit == 1:
+                    raise
+                limit = max(1, limit // 2)
+        n = len(chunk.keys) + len(chunk.others)
+        if n:
+            base = f"{st.range_id}/{spec.epoch}-{st.rows_copied + n:012d}"
+            if chunk.keys:
+                _stage_chunk(spec, st, info, base, chunk)
+                st.files.append(base + RECORDS_SUFFIX)
+            if chunk.others:
+                spool_rows(chunk.others, base + ".parquet")
+            st.rows_copied += n
+        return chunk.upto, chunk.last
+
+    return read_rendered
+
+
+def _stage_chunk(spec: SnapshotTaskSpec, st: RangeState, info: TableInfo, base: str, chunk: Any) -> None:
+    """Write a rendered chunk as staged data files of the snapshot batch; its keys go to the spool."""
+    from sparkcdc.codec.csv_sql import split_records
+    from sparkcdc.sink.storage.writer import stage_records
+
+    sink, csv = spec.sink, spec.rendered["csv"]
+    records: list[bytes] | bytes = chunk.records
+    if len(chunk.records) > sink.settings.file_size:
+        records = split_records(chunk.records, csv["quote"].encode(), csv["terminator"].encode())
+    name = f"r{st.range_id}-e{spec.epoch}-{st.rows_copied:012d}"
+    staged = stage_records(
+        sink.settings, sink.changefeed_id, SNAPSHOT_BATCH_ID, name, info, info.version, records
+    )
+    pieces, k = [], 0
+    for entry, count in staged:
+        n = len(chunk.keys) if count < 0 else count
+        pieces.append({"entry": entry, "keys": chunk.keys[k : k + n]})
+        k += n
+    meta = {"schema": st.schema, "table": st.table, "table_version": info.version, "pieces": pieces, **csv}
+    path = os.path.join(spec.spool_dir, base + RECORDS_SUFFIX)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path + ".tmp", "w") as f:
+        json.dump(meta, f)
+    os.replace(path + ".tmp", path)
+
+
+RECORDS_SUFFIX = ".records.json"
+"""The spool entry of a rendered chunk: its staged data files and the key of each record in them."""
 
 
 def _read_keyless(
@@ -532,6 +613,8 @@ class SnapshotOptions:
     max_chunks_per_range: int = 4
     split_factor: float = 2.0
     progress_interval_s: float = 1.0
+    upstream_render: bool = True
+    """Let the upstream render the CSV records of a CSV storage sink's tables (``codec.csv_sql``)."""
 
 
 class InitialSnapshot:
@@ -743,6 +826,8 @@ class InitialSnapshot:
             tables=infos,
             store=self.store,
             epoch=epoch,
+            rendered=self._rendered_tables(writer, tables),
+            sink=writer.sink if writer is not None else None,
         )
         stop = threading.Event()
         monitor = threading.Thread(
@@ -789,6 +874,31 @@ class InitialSnapshot:
         finally:
             stop.set()
 
+    def _rendered_tables(self, writer: Any, tables: list[TableInfo]) -> dict[str, dict[str, str]]:
+        """The tables whose CSV records the upstream renders (``codec.csv_sql``), for a CSV storage sink."""
+        from sparkcdc.codec.csv_sql import ServerCSV
+
+        sink = getattr(writer, "sink", None)
+        settings = getattr(sink, "settings", None)
+        if not self.options.upstream_render or sink is None or not sink.parallel_segments:
+            return {}
+        if getattr(settings, "protocol", None) != "csv":
+            return {}
+        csv, why = ServerCSV.from_encoder(sink.encoder.build())
+        if csv is None:
+            log.info("snapshot: every table is read row by row: %s", why)
+            return {}
+        out: dict[str, dict[str, str]] = {"csv": {"quote": csv.quote, "terminator": csv.terminator}}
+        for info in tables:
+            if not info.handle_key:
+                continue
+            rec, why = csv.table(info, self.handover.ts, self.time_zone)
+            if rec is None:
+                log.info("snapshot: %s.%s is read row by row: %s", info.schema, info.table, why)
+                continue
+            out[f"{info.schema}\x00{info.table}"] = asdict(rec)
+        return out if len(out) > 1 else {}
+
     def _read_ranges(self, spec: SnapshotTaskSpec) -> int:
         """Spark jobs over the unfinished ranges until none is left (splits add ranges); the number of rounds."""
         sc = self.spark.sparkContext
@@ -812,7 +922,7 @@ class InitialSnapshot:
             sc.parallelize([s.to_json() for s in pending], n).mapPartitions(task).collect()
 
     def _corrections(self, tables: list[TableInfo]) -> tuple[Offset, Any, int]:
-        """(H, DataFrame of first events after S per touched key, how many keys were touched)."""
+        """(H, DataFrame of first events after S per touched key or None without any, how many keys were touched)."""
         from pyspark.sql import functions as F
 
         from sparkcdc.capture.reader import Scanner
@@ -830,9 +940,9 @@ class InitialSnapshot:
                 cat = cat or self._catalog_copy()
                 self._check_ddl(cat, txn, snap)
             txns.append(txn)
-        schema = "`schema` string, `table` string, key string, commit_ts long, seq long, payload binary"
         if not txns:
-            return head, self.spark.createDataFrame([], schema), 0
+            return head, None, 0
+        schema = "`schema` string, `table` string, key string, commit_ts long, seq long, payload binary"
         keyed = {f"{t.schema}\x00{t.table}": t.to_dict() for t in tables if t.handle_key}
         segs = split_segments(txns, 4 << 20, self.task_slots())
         uri, tz = self.upstream_uri, self.time_zone
@@ -889,20 +999,29 @@ class InitialSnapshot:
         """Spooled rows without the touched keys, plus the touched keys' rows at S, written in parallel.
 
         Each task reads a group of spool files itself and writes them as one segment of the snapshot
-        batch (the sink orders segments at commit): no row goes through the JVM.
+        batch (the sink orders segments at commit): no row goes through the JVM. Chunks the upstream
+        rendered are staged already: only those of tables with touched keys are rewritten, without them.
         """
         from pyspark.sql import functions as F
 
-        files = [
+        spooled = [
             os.path.join(self.spool_dir, f) for s in states if s.stage != STAGE_SNAPSHOT for f in s.files
         ]
+        files = [f for f in spooled if not f.endswith(RECORDS_SUFFIX)]
         # The touched keys go to every task, as the broadcast of a join would ship them.
-        touched = {
-            (r["schema"], r["table"], r["key"])
-            for r in corrections.select("schema", "table", "key").toLocalIterator()
-        }
+        touched = (
+            set()
+            if corrections is None
+            else {
+                (r["schema"], r["table"], r["key"])
+                for r in corrections.select("schema", "table", "key").toLocalIterator()
+            }
+        )
+        sink_messages, rows = self._rendered_chunks(
+            writer.sink, [f for f in spooled if f.endswith(RECORDS_SUFFIX)], touched, tables
+        )
         slots = self.task_slots()
-        n = max(1, min(len(files), 2 * slots))
+        n = min(len(files), 2 * slots)
         groups: list[list[str]] = [[] for _ in range(n)]
         sizes = [0] * n
         for size, f in sorted(((os.path.getsize(f), f) for f in files), reverse=True):
@@ -912,25 +1031,71 @@ class InitialSnapshot:
         shapes = {(t.schema, t.table): t for t in tables}
         ts = self.handover.ts
         sc = self.spark.sparkContext
-        keys = sc.broadcast(touched)
-        segments = n + 1
-        write_part = _spool_part_writer(writer, shapes, ts, segments)
+        # Always staged (at least two segments): the staged rendered chunks are numbered at the same commit.
+        write_part = _spool_part_writer(writer, shapes, ts, max(2, n + 1))
+        msgs: list[str] = []
+        if files:
+            keys = sc.broadcast(touched)
 
-        def spool_task(it: Iterable[tuple[int, list[str]]]) -> Iterator[str]:
-            for i, group in it:
-                yield from write_part(i, _spool_rows(group, keys.value))
+            def spool_task(it: Iterable[tuple[int, list[str]]]) -> Iterator[str]:
+                for i, group in it:
+                    yield from write_part(i, _spool_rows(group, keys.value))
 
-        def back_task(it: Iterable[Any]) -> Iterator[str]:
-            yield from write_part(n, ((r[0], r[1], shapes[(r[0], r[1])].version, r[2]) for r in it))
+            sc.setJobDescription(f"sparkcdc snapshot {self.changefeed_id}: write {len(files)} spooled chunks")
+            msgs += sc.parallelize(list(enumerate(groups)), n).mapPartitions(spool_task).collect()
+            keys.unpersist()
+        if corrections is not None:
 
-        sc.setJobDescription(f"sparkcdc snapshot {self.changefeed_id}: write {len(files)} spooled chunks")
-        msgs = sc.parallelize(list(enumerate(groups)), n).mapPartitions(spool_task).collect()
-        back = corrections.where(F.col("payload").isNotNull()).select("schema", "table", "payload")
-        msgs += back.rdd.mapPartitions(back_task).collect()
-        keys.unpersist()
+            def back_task(it: Iterable[Any]) -> Iterator[str]:
+                yield from write_part(n, ((r[0], r[1], shapes[(r[0], r[1])].version, r[2]) for r in it))
+
+            back = corrections.where(F.col("payload").isNotNull()).select("schema", "table", "payload")
+            msgs += back.rdd.mapPartitions(back_task).collect()
         messages = sorted((json.loads(m) for m in msgs), key=lambda m: (m["segment"], m["route"]))
-        writer.sink.commit(SNAPSHOT_BATCH_ID, [m["sink"] for m in messages], ts)
-        return sum(int(m["rows"]) for m in messages)
+        sink_messages += [m["sink"] for m in messages]
+        writer.sink.commit(SNAPSHOT_BATCH_ID, sink_messages, ts)
+        return rows + sum(int(m["rows"]) for m in messages)
+
+    def _rendered_chunks(
+        self, sink: Any, entries: list[str], touched: set[tuple[str, str, str]], tables: list[TableInfo]
+    ) -> tuple[list[dict[str, Any]], int]:
+        """Sink commit messages of the staged rendered chunks (rewritten without touched keys), and their rows."""
+        keep: list[list[Any]] = []
+        rows = 0
+        rewrite: list[tuple[str, int]] = []
+        touched_tables = {(s, t) for s, t, _ in touched}
+        for path in entries:
+            with open(path) as f:
+                meta = json.load(f)
+            for i, piece in enumerate(meta["pieces"]):
+                if (meta["schema"], meta["table"]) in touched_tables:
+                    rewrite.append((path, i))
+                else:
+                    keep.append(piece["entry"])
+                    rows += len(piece["keys"])
+        messages: list[dict[str, Any]] = [{"staged": keep, "rows": rows}]
+        if rewrite:
+            sc = self.spark.sparkContext
+            keys = sc.broadcast(touched)
+            shapes = {(t.schema, t.table): t for t in tables}
+
+            def task(it: Iterable[tuple[str, int]]) -> Iterator[str]:
+                for path, i in it:
+                    yield json.dumps(_without_touched(sink, path, i, keys.value, shapes))
+
+            sc.setJobDescription(
+                f"sparkcdc snapshot {self.changefeed_id}: drop touched keys from rendered chunks"
+            )
+            got = (
+                sc.parallelize(rewrite, min(len(rewrite), 2 * self.task_slots()))
+                .mapPartitions(task)
+                .collect()
+            )
+            keys.unpersist()
+            for m in map(json.loads, got):
+                messages.append(m)
+                rows += int(m["rows"])
+        return messages, rows
 
     def _final_rows(self, states: list[RangeState], corrections: Any, tables: list[TableInfo]) -> Any:
         """Spooled rows without the touched keys, plus the touched keys' rows at S, as stream rows."""
@@ -947,19 +1112,10 @@ class InitialSnapshot:
             spool = spark.createDataFrame(
                 [], "`schema` string, `table` string, table_version long, key string, payload binary"
             )
-        versions = spark.createDataFrame(
-            [(t.schema, t.table, int(t.version)) for t in tables] or [("", "", 0)],
-            "`schema` string, `table` string, table_version long",
-        )
-        keep = spool.join(
-            F.broadcast(corrections.select("schema", "table", "key")), ["schema", "table", "key"], "left_anti"
-        )
-        back = (
-            corrections.where(F.col("payload").isNotNull())
-            .join(F.broadcast(versions), ["schema", "table"])
-            .select(*cols)
-        )
-        rows = keep.unionByName(back)
+        if corrections is None:
+            rows = spool
+        else:
+            rows = self._corrected(spool, corrections, tables, cols)
         ts = self.handover.ts
         out = rows.select(
             F.lit(ts).cast("long").alias("commit_ts"),
@@ -971,6 +1127,24 @@ class InitialSnapshot:
             "payload",
         )
         return out
+
+    def _corrected(self, spool: Any, corrections: Any, tables: list[TableInfo], cols: list[str]) -> Any:
+        """The spool without the touched keys, plus the touched keys' rows at S."""
+        from pyspark.sql import functions as F
+
+        versions = self.spark.createDataFrame(
+            [(t.schema, t.table, int(t.version)) for t in tables] or [("", "", 0)],
+            "`schema` string, `table` string, table_version long",
+        )
+        keep = spool.join(
+            F.broadcast(corrections.select("schema", "table", "key")), ["schema", "table", "key"], "left_anti"
+        )
+        back = (
+            corrections.where(F.col("payload").isNotNull())
+            .join(F.broadcast(versions), ["schema", "table"])
+            .select(*cols)
+        )
+        return keep.unionByName(back)
 
 
 def _spool_rows(
@@ -985,6 +1159,50 @@ def _spool_rows(
         for schema, table, version, key, payload in zip(*cols, strict=True):
             if (schema, table, key) not in touched:
                 yield schema, table, version, payload
+
+
+def _without_touched(
+    sink: Any,
+    path: str,
+    piece: int,
+    touched: set[tuple[str, str, str]],
+    shapes: dict[tuple[str, str], TableInfo],
+) -> dict[str, Any]:
+    """Executor: stage one piece of a rendered chunk again without the records of touched keys.
+
+    The new files have new names, so a retried task finds the original piece unchanged.
+    """
+    from sparkcdc.codec.csv_sql import split_records
+    from sparkcdc.sink.storage.writer import stage_records
+
+    with open(path) as f:
+        meta = json.load(f)
+    schema, table = meta["schema"], meta["table"]
+    entry, keys = meta["pieces"][piece]["entry"], meta["pieces"][piece]["keys"]
+    data = sink.settings.backend.read(entry[4])
+    if data is None:
+        raise SchemaError(f"the staged snapshot file {entry[4]} of {schema}.{table} is missing")
+    records = split_records(data, meta["quote"].encode(), meta["terminator"].encode())
+    if len(records) != len(keys):
+        raise SchemaError(
+            f"staged snapshot file {entry[4]} holds {len(records)} records for {len(keys)} keys"
+        )
+    kept = [r for r, k in zip(records, keys, strict=True) if (schema, table, k) not in touched]
+    name = os.path.basename(entry[4]).rsplit(".", 1)[0] + "-kept"
+    staged = (
+        stage_records(
+            sink.settings,
+            sink.changefeed_id,
+            SNAPSHOT_BATCH_ID,
+            name,
+            shapes[(schema, table)],
+            int(meta["table_version"]),
+            kept,
+        )
+        if kept
+        else []
+    )
+    return {"staged": [e for e, _ in staged], "rows": len(kept)}
 
 
 def _spool_part_writer(
@@ -1041,7 +1259,9 @@ def run_initial_snapshot(
         case_sensitive=config.case_sensitive,
         time_zone=config.time_zone,
         options=SnapshotOptions(
-            chunk_size=config.snapshot.chunk_size, parallelism=config.snapshot.parallelism
+            chunk_size=config.snapshot.chunk_size,
+            parallelism=config.snapshot.parallelism,
+            upstream_render=config.snapshot.upstream_render,
         ),
         store=store,
         on_figures=on_figures,

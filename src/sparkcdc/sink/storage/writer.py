@@ -270,3 +270,43 @@ def publish_staged(settings: StorageSettings, staged: list[list[Any]]) -> list[s
         backend.move(path, final)
         published.append(final)
     return published
+
+
+def stage_records(
+    settings: StorageSettings,
+    changefeed_id: str,
+    batch_id: int,
+    name: str,
+    info: TableInfo,
+    version: int,
+    records: list[bytes] | bytes,
+) -> list[tuple[list[Any], int]]:
+    """Executor: write encoded records of one table as staged data files; ``(staged entry, records)`` each.
+
+    ``records`` is one blob or a list of records; a list longer than ``file-size`` in bytes is cut
+    into several files at record boundaries. The files get their numbers when the batch commits
+    (``publish_staged``), like the files of parallel segments.
+    """
+    backend = settings.backend
+    resolved = ensure_table_schema(backend, info, version, settings.output_column_id)
+    date = date_str(settings.date_separator)
+    pieces: list[tuple[bytes, int]] = []
+    if isinstance(records, bytes):
+        pieces.append((records, -1))
+    else:
+        cut: list[bytes] = []
+        size = 0
+        for r in records:
+            if cut and size + len(r) > settings.file_size:
+                pieces.append((b"".join(cut), len(cut)))
+                cut, size = [], 0
+            cut.append(r)
+            size += len(r)
+        if cut:
+            pieces.append((b"".join(cut), len(cut)))
+    out = []
+    for i, (data, n) in enumerate(pieces):
+        path = f"{staging_dir(changefeed_id, batch_id)}/{name}-{i:04d}.{settings.extension}"
+        backend.write(path, data)
+        out.append(([info.schema, info.table, resolved, date, path], n))
+    return out

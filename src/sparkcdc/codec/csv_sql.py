@@ -1,0 +1,164 @@
+"""CSV records rendered by the upstream server: one SQL expression per table giving ``CSVEncoder``'s bytes.
+
+An initial snapshot to a CSV storage sink does not need a row's Python values: every row
+it copies becomes one ``I`` record at the handover ts. For the common column types the
+upstream can render that record itself (``CONCAT`` of the quoted text of each value), so
+a range chunk arrives as one ``GROUP_CONCAT`` blob that is written to a file as it is,
+with no per-row work in Python.
+
+The expression yields exactly the bytes ``CSVEncoder.encode_row`` writes for the row the
+snapshot reader would have converted (``capture.snapshot.RowConverter``); a table or a
+setting it cannot render exactly is refused with a reason, and the snapshot reads that
+table the ordinary way. Values it cannot render exactly row by row (a DOUBLE whose Go
+``%v`` form uses an exponent) are excluded by ``TableRecordSQL.exact`` and read the
+ordinary way too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sparkcdc.codec.csv import CSVEncoder
+from sparkcdc.model import TableInfo
+from sparkcdc.model.schema import BLOB_TYPES, INT_TYPES, TEXT_TYPES
+
+_QUOTED_TEXT = TEXT_TYPES | {"enum", "set", "json"}
+_QUOTED_AS_IS = frozenset({"date", "datetime", "time", "timestamp", "decimal"})
+
+DOUBLE_EXACT_MIN = 1e-4
+"""Below this magnitude (0 aside) Go's ``%v`` switches to an exponent; MariaDB's text does not."""
+DOUBLE_EXACT_MAX = 1e6
+"""From this magnitude on Go's ``%v`` uses an exponent; MariaDB's text does not."""
+
+
+def sql_string(text: str) -> str:
+    """A utf8mb4 string literal of ``text`` in hex: no escaping, whatever the sql_mode, and no ``%``."""
+    return f"_utf8mb4 X'{text.encode('utf-8', 'surrogateescape').hex()}'"
+
+
+def _ident(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+@dataclass(frozen=True)
+class TableRecordSQL:
+    """How the upstream renders the snapshot records of one table."""
+
+    record: str
+    """The SQL expression of one record, terminator included (utf8mb4 text)."""
+    exact: str
+    """A predicate true for the rows ``record`` renders exactly; ``"1"`` when it renders every row."""
+    key: str
+    """The (one, integer) handle-key column, quoted."""
+
+
+@dataclass(frozen=True)
+class ServerCSV:
+    """The CSV options an upstream-rendered record needs (picklable; built from the sink's encoder)."""
+
+    delimiter: str
+    quote: str
+    null: str
+    terminator: str
+    include_commit_ts: bool
+    output_old_value: bool
+    binary_encoding: str
+
+    @classmethod
+    def from_encoder(cls, enc: CSVEncoder) -> tuple[ServerCSV | None, str]:
+        """The options of ``enc``, or None and why its records cannot be rendered by the upstream."""
+        if not enc.quote:
+            return None, "[sink.csv] quote is empty (values are backslash-escaped)"
+        if enc.output_handle_key:
+            return None, "[sink.csv] output-handle-key is on"
+        if enc.output_field_header:
+            return None, "[sink.csv] output-field-header is on"
+        if enc.quote in enc.null or enc.quote in enc.terminator:
+            return None, "[sink.csv] quote appears in the null string or the terminator"
+        if any(ch in enc.null for ch in enc.terminator):
+            return None, "the terminator shares characters with [sink.csv] null"
+        return (
+            cls(
+                enc.delimiter,
+                enc.quote,
+                enc.null,
+                enc.terminator,
+                enc.include_commit_ts,
+                enc.output_old_value,
+                enc.binary_encoding,
+            ),
+            "",
+        )
+
+    def table(self, info: TableInfo, commit_ts: int, time_zone: str) -> tuple[TableRecordSQL | None, str]:
+        """The record expression of ``info``'s rows at ``commit_ts``, or None and why not."""
+        idx = info.handle_key_index
+        if len(idx) != 1 or info.columns[idx[0]].type not in INT_TYPES:
+            return None, "its handle key is not one integer column"
+        utc = time_zone.upper() in ("UTC", "+00:00", "Z", "GMT")
+        q, qq = self.quote, self.quote * 2
+        head = [q + v.replace(q, qq) + q for v in ("I", info.table, info.schema)]
+        if self.include_commit_ts:
+            head.append(str(commit_ts))
+        if self.output_old_value:
+            head.append("false")
+        q_lit = sql_string(self.quote)
+        parts: list[str] = []
+        exact: list[str] = []
+        for c in info.columns:
+            col = _ident(c.name)
+            t = c.type
+            # CONCAT renders a column with the same text as SELECT does (val_str); the casts and
+            # conversions below are only where that text is not yet what the encoder writes.
+            if t in INT_TYPES:
+                value = col
+            elif t in ("year", "bit"):
+                value = f"{col} + 0"
+            elif t == "double" and c.scale is None:
+                value = col
+                exact.append(
+                    f"({col} IS NULL OR {col} = 0 OR ABS({col}) >= {DOUBLE_EXACT_MIN!r} "
+                    f"AND ABS({col}) < {DOUBLE_EXACT_MAX!r})"
+                )
+            elif t in _QUOTED_AS_IS and (t != "timestamp" or utc):
+                value = f"{q_lit}, {col}, {q_lit}"  # digits, signs, '-', ':', '.', ' ' only
+            elif t in _QUOTED_TEXT:
+                text = col if (c.charset or "utf8mb4") == "utf8mb4" else f"CONVERT({col} USING utf8mb4)"
+                value = f"{q_lit}, REPLACE({text}, {q_lit}, {sql_string(self.quote * 2)}), {q_lit}"
+            elif t in BLOB_TYPES:
+                enc = (
+                    f"LOWER(HEX({col}))"
+                    if self.binary_encoding == "hex"
+                    else f"REPLACE(TO_BASE64({col}), {sql_string(chr(10))}, {sql_string('')})"
+                )
+                value = f"{q_lit}, {enc}, {q_lit}"
+            else:
+                return None, f"column {c.name!r} ({t}) is not rendered by the upstream"
+            if c.nullable:
+                # CONCAT of a NULL is NULL
+                value = f"IFNULL(CONCAT({value}), {sql_string(self.null)})"
+            parts.append(value)
+        d = sql_string(self.delimiter)
+        record = f"CONCAT({f', {d}, '.join([sql_string(self.delimiter.join(head)), *parts])}, {sql_string(self.terminator)})"
+        return TableRecordSQL(record, " AND ".join(exact) or "1", _ident(info.columns[idx[0]].name)), ""
+
+
+def split_records(blob: bytes, quote: bytes, terminator: bytes) -> list[bytes]:
+    """The records of a blob of records: a terminator ends one where the quotes before it pair up.
+
+    Every field that can hold the terminator or a quote is quoted (quotes doubled inside), so
+    inside an open field the count of quotes since the record's start is odd.
+    """
+    out: list[bytes] = []
+    start = 0
+    n = len(blob)
+    tl = len(terminator)
+    while start < n:
+        end = blob.find(terminator, start)
+        while end >= 0 and blob.count(quote, start, end) % 2:
+            end = blob.find(terminator, end + tl)
+        if end < 0:
+            raise ValueError(f"a record at byte {start} of the blob has no terminator")
+        out.append(blob[start : end + tl])
+        start = end + tl
+    return out

@@ -1,5 +1,8 @@
 """Capture benchmark: decode the same binlog range with sparkcdc, python-mysql-replication and mariadb-binlog.
 
+Candidate (a) uses the C row decoder (sparkcdc.capture._rowdecode) and (a') the same reader
+with the pure-Python one.
+
 Usage (from the repository root)::
 
     .venv/bin/python bench/capture/run.py [--rows N] [--repeat K] [--profile]
@@ -162,6 +165,14 @@ def run_sparkcdc(spec: dict[str, Any]) -> dict[str, Any]:
     return _result(rows, t0, time.time())
 
 
+def run_sparkcdc_python(spec: dict[str, Any]) -> dict[str, Any]:
+    """(a') candidate (a) with the pure-Python row decoder (``SPARKCDC_PURE_PYTHON_DECODER=1``)."""
+    from sparkcdc.capture.rowcodec import PURE_PYTHON_ENV
+
+    os.environ[PURE_PYTHON_ENV] = "1"
+    return run_sparkcdc(spec)
+
+
 def run_pymysqlreplication(spec: dict[str, Any]) -> dict[str, Any]:
     """(b) python-mysql-replication decoding every row of the same range."""
     from pymysqlreplication import BinLogStreamReader
@@ -194,7 +205,11 @@ def run_pymysqlreplication(spec: dict[str, Any]) -> dict[str, Any]:
     return _result(rows, t0, time.time())
 
 
-CANDIDATES = {"sparkcdc": run_sparkcdc, "pymysqlreplication": run_pymysqlreplication}
+CANDIDATES = {
+    "sparkcdc": run_sparkcdc,
+    "sparkcdc-python": run_sparkcdc_python,
+    "pymysqlreplication": run_pymysqlreplication,
+}
 
 
 def _child(name: str, spec: dict[str, Any]) -> None:
@@ -325,6 +340,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         measures: dict[str, Callable[[], dict[str, Any]]] = {
             "(a) sparkcdc RowReader -> RowChange": lambda: measure_python("sparkcdc", db, w),
+            "(a') (a) with the pure-Python row decoder": lambda: measure_python("sparkcdc-python", db, w),
             "(b) python-mysql-replication 1.0.17": lambda: measure_python("pymysqlreplication", db, w),
             "(c) mariadb-binlog -v (C decoder)": lambda: measure_mariadb_binlog(db, w),
             "(d) sparkcdc, 2 segments in 2 processes": lambda: measure_parallel(db, w),
@@ -344,12 +360,14 @@ def main(argv: list[str] | None = None) -> int:
             rate = r["rows"] / r["seconds"] if r["seconds"] > 0 else float("inf")
             print(f"{name:44} {r['rows']:>9} {r['seconds']:>8.2f} {rate:>10.0f} {r['maxrss'] / 2**20:>12.1f}")
         a = results["(a) sparkcdc RowReader -> RowChange"]
+        a_py = results["(a') (a) with the pure-Python row decoder"]
         b = results["(b) python-mysql-replication 1.0.17"]
         d = results["(d) sparkcdc, 2 segments in 2 processes"]
         ratio = (a["rows"] / a["seconds"]) / (b["rows"] / b["seconds"])
         print()
         print(
             f"ratio (a)/(b): {ratio:.2f}x   (d)/(b): {(d['rows'] / d['seconds']) / (b['rows'] / b['seconds']):.2f}x"
+            f"   (a)/(a'): {a_py['seconds'] / a['seconds']:.2f}x (C row decoder against the Python one)"
         )
         print(
             f"(d) split at {d['mid']}; finding it with Scanner took {d['scan_s']:.2f}s (driver side, not in (d))"

@@ -5,6 +5,12 @@ with ``struct`` layouts fixed at compile time: runs of fixed-width columns are
 read by a single ``unpack_from`` on the fast path (no NULLs), and every column
 has its own inline snippet on the slow path. Values follow the types documented
 on ``ColumnInfo``.
+
+``rows_event_images`` decodes with the C extension ``_rowdecode`` when it is built
+(``RowDecoder.layout_for`` describes the present columns to it once per bitmap); the
+compiled Python functions are its reference (the tests compare the two on random rows)
+and the fallback: when the extension is missing, for a column shape it does not claim,
+and when ``SPARKCDC_PURE_PYTHON_DECODER=1``.
 """
 
 from __future__ import annotations

@@ -425,3 +425,27 @@ def test_layout_rejects_bad_specs() -> None:
         with pytest.raises(ValueError):
             layout(bad)
     assert layout([(n.K_INT8, 0, 0, 0, None), (n.K_INT32, 2, 0, 0, None)]).npresent == 2
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_corrupt_bodies_agree(seed: int) -> None:
+    """Random bytes overwritten in valid events: the same images, or DecodeError from both."""
+    rng = random.Random(200 + seed)
+    cols = all_columns()
+    for _ in range(25):
+        picked = [rng.choice(cols) for _ in range(rng.randint(1, 10))]
+        tm = make_table(picked, rng, "bad")
+        decs = decoders(tm, TimestampRenderer(rng.choice(RENDERERS)))
+        pool = bitmap_pool(rng, tm.column_count)
+        for _ in range(10):
+            op = rng.choice("IUD")
+            body = bytearray(make_event(rng, tm, pool, op, 2))
+            header = 8 + 2 + 1 + ((tm.column_count + 7) // 8) * (2 if op == "U" else 1)
+            for _ in range(rng.randint(1, 4)):
+                body[rng.randrange(header, len(body))] = rng.randrange(256)
+            got, want = decode_both(decs, bytes(body), 2, op)
+            if isinstance(got, DecodeError) or isinstance(want, DecodeError):
+                assert isinstance(got, DecodeError), got
+                assert isinstance(want, DecodeError), want
+            else:
+                assert_same(got, want)

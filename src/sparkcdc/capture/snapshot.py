@@ -528,8 +528,10 @@ class RenderedChunk:
 
     records: bytes
     """The records, each with its terminator, in the order of ``keys``."""
-    keys: list[str]
-    """The key token (``key_token``) of each record."""
+    rows: int
+    """How many records."""
+    keys: str
+    """The key token (``key_token``) of each record, joined by ``,`` (integer keys: no ``,`` inside)."""
     others: list[tuple[Any, ...]]
     """Raw rows of the chunk the upstream cannot render exactly (read as ``read_chunk`` reads)."""
     upto: Key | None
@@ -580,33 +582,42 @@ def read_rendered_chunk(
             row = cur.fetchone()
             hi = tuple(row) if row is not None else upto
             where, params = range_predicate(cols, after, hi)
-            cur.execute(
-                f"SELECT COUNT(*), CAST(GROUP_CONCAT({key} SEPARATOR ',') AS CHAR), "
-                f"CAST(GROUP_CONCAT({record} SEPARATOR '') AS BINARY) "
-                f"FROM {ref} WHERE {where} AND {exact}",
-                params,
-            )
+            if rec.exact == "1":
+                select = (
+                    f"COUNT(*), CAST(GROUP_CONCAT({key} SEPARATOR ',') AS CHAR), "
+                    f"CAST(GROUP_CONCAT({record} SEPARATOR '') AS BINARY), NULL"
+                )
+            else:
+                # One scan: GROUP_CONCAT skips the NULLs of the rows on the other side of ``exact``.
+                select = (
+                    f"SUM({exact}), CAST(GROUP_CONCAT(IF({exact}, {key}, NULL) SEPARATOR ',') AS CHAR), "
+                    f"CAST(GROUP_CONCAT(IF({exact}, {record}, NULL) SEPARATOR '') AS BINARY), "
+                    f"CAST(GROUP_CONCAT(IF({exact}, NULL, {key}) SEPARATOR ',') AS CHAR)"
+                )
+            cur.execute(f"SELECT {select} FROM {ref} WHERE {where}", params)
             got = cur.fetchone()
-            count = int(got[0]) if got else 0
+            count = int(got[0] or 0) if got else 0
             keys_text: str = (got[1] or "") if got else ""
             records: bytes = bytes(got[2] or b"") if got else b""
-            if len(records) >= max_bytes or len(keys_text) >= max_bytes:
+            inexact: str = (got[3] or "") if got else ""
+            if max(len(records), len(keys_text), len(inexact)) >= max_bytes:
                 raise ChunkTooLarge(
                     f"{count} rows of {info.schema}.{info.table} render to ≥ {max_bytes} bytes"
                 )
-            keys = keys_text.split(",") if count else []
-            if len(keys) != count:
+            got_keys = keys_text.count(",") + 1 if keys_text else 0
+            if got_keys != count:
                 raise SchemaError(
-                    f"the upstream returned {len(keys)} keys for {count} rows of {info.schema}.{info.table}"
+                    f"the upstream returned {got_keys} keys for {count} rows of {info.schema}.{info.table}"
                 )
             others: list[tuple[Any, ...]] = []
-            if rec.exact != "1":
+            if inexact:
+                ks = [int(k) for k in inexact.split(",")]
                 cur.execute(
-                    f"SELECT {_pct(select_list(info))} FROM {ref} WHERE {where} AND NOT ({exact}) "
+                    f"SELECT {_pct(select_list(info))} FROM {ref} WHERE {key} IN ({', '.join(['%s'] * len(ks))}) "
                     f"ORDER BY {order}",
-                    params,
+                    ks,
                 )
                 others = list(cur.fetchall())
         finally:
             cur.execute("COMMIT")
-    return RenderedChunk(records, keys, others, hi, row is None)
+    return RenderedChunk(records, count, keys_text, others, hi, row is None)

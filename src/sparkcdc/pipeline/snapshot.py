@@ -445,10 +445,10 @@ def _chunk_reader(
                 if limit == 1:
                     raise
                 limit = max(1, limit // 2)
-        n = len(chunk.keys) + len(chunk.others)
+        n = chunk.rows + len(chunk.others)
         if n:
             base = f"{st.range_id}/{spec.epoch}-{st.rows_copied + n:012d}"
-            if chunk.keys:
+            if chunk.rows:
                 _stage_chunk(spec, st, info, base, chunk)
                 st.files.append(base + RECORDS_SUFFIX)
             if chunk.others:
@@ -472,16 +472,19 @@ def _stage_chunk(spec: SnapshotTaskSpec, st: RangeState, info: TableInfo, base: 
     staged = stage_records(
         sink.settings, sink.changefeed_id, SNAPSHOT_BATCH_ID, name, info, info.version, records
     )
-    pieces, k = [], 0
-    for entry, count in staged:
-        n = len(chunk.keys) if count < 0 else count
-        pieces.append({"entry": entry, "keys": chunk.keys[k : k + n]})
-        k += n
+    pieces = []
+    if len(staged) == 1:
+        pieces.append({"entry": staged[0][0], "rows": chunk.rows, "keys": chunk.keys})
+    else:
+        keys, k = chunk.keys.split(","), 0
+        for entry, count in staged:
+            pieces.append({"entry": entry, "rows": count, "keys": ",".join(keys[k : k + count])})
+            k += count
     meta = {"schema": st.schema, "table": st.table, "table_version": info.version, "pieces": pieces, **csv}
     path = os.path.join(spec.spool_dir, base + RECORDS_SUFFIX)
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path + ".tmp", "w") as f:
-        json.dump(meta, f)
+        f.write(json.dumps(meta))
     os.replace(path + ".tmp", path)
 
 
@@ -1072,7 +1075,7 @@ class InitialSnapshot:
                     rewrite.append((path, i))
                 else:
                     keep.append(piece["entry"])
-                    rows += len(piece["keys"])
+                    rows += int(piece["rows"])
         messages: list[dict[str, Any]] = [{"staged": keep, "rows": rows}]
         if rewrite:
             sc = self.spark.sparkContext
@@ -1178,7 +1181,7 @@ def _without_touched(
     with open(path) as f:
         meta = json.load(f)
     schema, table = meta["schema"], meta["table"]
-    entry, keys = meta["pieces"][piece]["entry"], meta["pieces"][piece]["keys"]
+    entry, keys = meta["pieces"][piece]["entry"], meta["pieces"][piece]["keys"].split(",")
     data = sink.settings.backend.read(entry[4])
     if data is None:
         raise SchemaError(f"the staged snapshot file {entry[4]} of {schema}.{table} is missing")

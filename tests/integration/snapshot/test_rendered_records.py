@@ -115,9 +115,10 @@ def test_rendered_records_equal_the_encoders(
         while True:
             chunk = cs.read_rendered_chunk(conn, info, rec, after, None, 3, limit)
             records = split_records(chunk.records, server.quote.encode(), terminator.encode())
-            assert len(records) == len(chunk.keys)
+            keys = chunk.keys.split(",") if chunk.rows else []
+            assert len(records) == len(keys) == chunk.rows
             assert b"".join(records) == chunk.records
-            for k, r in zip(chunk.keys, records, strict=True):
+            for k, r in zip(keys, records, strict=True):
                 assert k not in got
                 got[k] = r
             others += chunk.others

@@ -527,11 +527,9 @@ class RenderedChunk:
     """One chunk of a range whose CSV records the upstream rendered (``codec.csv_sql``)."""
 
     records: bytes
-    """The records, each with its terminator, in the order of ``keys``."""
+    """The records, each with its terminator (the key is in field ``TableRecordSQL.key_field``)."""
     rows: int
     """How many records."""
-    keys: str
-    """The key token (``key_token``) of each record, joined by ``,`` (integer keys: no ``,`` inside)."""
     others: list[tuple[Any, ...]]
     """Raw rows of the chunk the upstream cannot render exactly (read as ``read_chunk`` reads)."""
     upto: Key | None
@@ -583,41 +581,31 @@ def read_rendered_chunk(
             hi = tuple(row) if row is not None else upto
             where, params = range_predicate(cols, after, hi)
             if rec.exact == "1":
-                select = (
-                    f"COUNT(*), CAST(GROUP_CONCAT({key} SEPARATOR ',') AS CHAR), "
-                    f"CAST(GROUP_CONCAT({record} SEPARATOR '') AS BINARY), NULL"
-                )
+                select = f"COUNT(*), NULL, CAST(GROUP_CONCAT({record} SEPARATOR '') AS BINARY)"
             else:
-                # One scan: GROUP_CONCAT skips the NULLs of the rows on the other side of ``exact``.
+                # One scan, ``exact`` evaluated twice a row: GROUP_CONCAT skips the NULLs.
                 select = (
-                    f"SUM({exact}), CAST(GROUP_CONCAT(IF({exact}, {key}, NULL) SEPARATOR ',') AS CHAR), "
-                    f"CAST(GROUP_CONCAT(IF({exact}, {record}, NULL) SEPARATOR '') AS BINARY), "
-                    f"CAST(GROUP_CONCAT(IF({exact}, NULL, {key}) SEPARATOR ',') AS CHAR)"
+                    f"COUNT(*), CAST(GROUP_CONCAT(IF({exact}, NULL, {key}) SEPARATOR ',') AS CHAR), "
+                    f"CAST(GROUP_CONCAT(IF({exact}, {record}, NULL) SEPARATOR '') AS BINARY)"
                 )
             cur.execute(f"SELECT {select} FROM {ref} WHERE {where}", params)
             got = cur.fetchone()
-            count = int(got[0] or 0) if got else 0
-            keys_text: str = (got[1] or "") if got else ""
+            count = int(got[0]) if got else 0
+            inexact = [int(k) for k in got[1].split(",")] if got and got[1] else []
             records: bytes = bytes(got[2] or b"") if got else b""
-            inexact: str = (got[3] or "") if got else ""
-            if max(len(records), len(keys_text), len(inexact)) >= max_bytes:
+            if len(records) >= max_bytes or len(got[1] or "") >= max_bytes:
                 raise ChunkTooLarge(
-                    f"{count} rows of {info.schema}.{info.table} render to ≥ {max_bytes} bytes"
+                    f"rows of {info.schema}.{info.table} render to ≥ {max_bytes} bytes in one chunk"
                 )
-            got_keys = keys_text.count(",") + 1 if keys_text else 0
-            if got_keys != count:
-                raise SchemaError(
-                    f"the upstream returned {got_keys} keys for {count} rows of {info.schema}.{info.table}"
-                )
+            count -= len(inexact)
             others: list[tuple[Any, ...]] = []
             if inexact:
-                ks = [int(k) for k in inexact.split(",")]
                 cur.execute(
-                    f"SELECT {_pct(select_list(info))} FROM {ref} WHERE {key} IN ({', '.join(['%s'] * len(ks))}) "
+                    f"SELECT {_pct(select_list(info))} FROM {ref} WHERE {key} IN ({', '.join(['%s'] * len(inexact))}) "
                     f"ORDER BY {order}",
-                    ks,
+                    inexact,
                 )
                 others = list(cur.fetchall())
         finally:
             cur.execute("COMMIT")
-    return RenderedChunk(records, count, keys_text, others, hi, row is None)
+    return RenderedChunk(records, count, others, hi, row is None)

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sparkcdc.codec.csv import CSVEncoder
+from sparkcdc.codec.csv import CSVDecoder, CSVEncoder
+from sparkcdc.config.replica import CSVConfig
 from sparkcdc.model import TableInfo
 from sparkcdc.model.schema import BLOB_TYPES, INT_TYPES, TEXT_TYPES
 
@@ -50,6 +51,8 @@ class TableRecordSQL:
     """A predicate true for the rows ``record`` renders exactly; ``"1"`` when it renders every row."""
     key: str
     """The (one, integer) handle-key column, quoted."""
+    key_field: int
+    """The position of the handle-key field in a record (its text is the key's ``key_token``)."""
 
 
 @dataclass(frozen=True)
@@ -140,7 +143,14 @@ class ServerCSV:
             parts.append(value)
         d = sql_string(self.delimiter)
         record = f"CONCAT({f', {d}, '.join([sql_string(self.delimiter.join(head)), *parts])}, {sql_string(self.terminator)})"
-        return TableRecordSQL(record, " AND ".join(exact) or "1", _ident(info.columns[idx[0]].name)), ""
+        key = _ident(info.columns[idx[0]].name)
+        return TableRecordSQL(record, " AND ".join(exact) or "1", key, len(head) + idx[0]), ""
+
+    def decoder(self) -> CSVDecoder:
+        """A decoder of these records (for reading a record's key back)."""
+        return CSVDecoder(
+            CSVConfig(delimiter=self.delimiter, quote=self.quote, null=self.null), self.terminator
+        )
 
 
 def split_records(blob: bytes, quote: bytes, terminator: bytes) -> list[bytes]:
@@ -161,4 +171,16 @@ def split_records(blob: bytes, quote: bytes, terminator: bytes) -> list[bytes]:
             raise ValueError(f"a record at byte {start} of the blob has no terminator")
         out.append(blob[start : end + tl])
         start = end + tl
+    return out
+
+
+def record_keys(records: list[bytes], decoder: CSVDecoder, key_field: int) -> list[str]:
+    """The handle-key text of each record (``split_records``'s output)."""
+    out = []
+    for r in records:
+        fields = next(decoder.records(r))
+        text = fields[key_field][0]
+        if text is None:
+            raise ValueError(f"a record has no key in field {key_field}: {r[:200]!r}")
+        out.append(text)
     return out

@@ -296,9 +296,9 @@ class SnapshotTaskSpec:
     store: Any
     epoch: int = 0
     """This run of the snapshot (fences tasks of earlier runs that outlive their driver)."""
-    rendered: dict[str, dict[str, str]] = field(default_factory=dict)
+    rendered: dict[str, dict[str, Any]] = field(default_factory=dict)
     """``schema\\x00table`` → the table's ``TableRecordSQL`` fields, for tables whose CSV records the
-    upstream renders; ``csv`` → the quote and terminator of those records."""
+    upstream renders; ``csv`` → the ``ServerCSV`` fields of those records."""
     sink: Any = None
     """The storage sink the rendered records are staged in (with ``rendered``)."""
 
@@ -460,7 +460,7 @@ def _chunk_reader(
 
 
 def _stage_chunk(spec: SnapshotTaskSpec, st: RangeState, info: TableInfo, base: str, chunk: Any) -> None:
-    """Write a rendered chunk as staged data files of the snapshot batch; its keys go to the spool."""
+    """Write a rendered chunk as staged data files of the snapshot batch; the spool records where they are."""
     from sparkcdc.codec.csv_sql import split_records
     from sparkcdc.sink.storage.writer import stage_records
 
@@ -472,15 +472,15 @@ def _stage_chunk(spec: SnapshotTaskSpec, st: RangeState, info: TableInfo, base: 
     staged = stage_records(
         sink.settings, sink.changefeed_id, SNAPSHOT_BATCH_ID, name, info, info.version, records
     )
-    pieces = []
-    if len(staged) == 1:
-        pieces.append({"entry": staged[0][0], "rows": chunk.rows, "keys": chunk.keys})
-    else:
-        keys, k = chunk.keys.split(","), 0
-        for entry, count in staged:
-            pieces.append({"entry": entry, "rows": count, "keys": ",".join(keys[k : k + count])})
-            k += count
-    meta = {"schema": st.schema, "table": st.table, "table_version": info.version, "pieces": pieces, **csv}
+    pieces = [{"entry": entry, "rows": chunk.rows if count < 0 else count} for entry, count in staged]
+    meta = {
+        "schema": st.schema,
+        "table": st.table,
+        "table_version": info.version,
+        "key_field": spec.rendered[f"{st.schema}\x00{st.table}"]["key_field"],
+        "pieces": pieces,
+        "csv": csv,
+    }
     path = os.path.join(spec.spool_dir, base + RECORDS_SUFFIX)
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path + ".tmp", "w") as f:
@@ -489,7 +489,7 @@ def _stage_chunk(spec: SnapshotTaskSpec, st: RangeState, info: TableInfo, base: 
 
 
 RECORDS_SUFFIX = ".records.json"
-"""The spool entry of a rendered chunk: its staged data files and the key of each record in them."""
+"""The spool entry of a rendered chunk: its staged data files, their record counts and the key's field."""
 
 
 def _read_keyless(
@@ -877,7 +877,7 @@ class InitialSnapshot:
         finally:
             stop.set()
 
-    def _rendered_tables(self, writer: Any, tables: list[TableInfo]) -> dict[str, dict[str, str]]:
+    def _rendered_tables(self, writer: Any, tables: list[TableInfo]) -> dict[str, dict[str, Any]]:
         """The tables whose CSV records the upstream renders (``codec.csv_sql``), for a CSV storage sink."""
         from sparkcdc.codec.csv_sql import ServerCSV
 
@@ -891,7 +891,7 @@ class InitialSnapshot:
         if csv is None:
             log.info("snapshot: every table is read row by row: %s", why)
             return {}
-        out: dict[str, dict[str, str]] = {"csv": {"quote": csv.quote, "terminator": csv.terminator}}
+        out: dict[str, dict[str, Any]] = {"csv": asdict(csv)}
         for info in tables:
             if not info.handle_key:
                 continue
@@ -1175,21 +1175,19 @@ def _without_touched(
 
     The new files have new names, so a retried task finds the original piece unchanged.
     """
-    from sparkcdc.codec.csv_sql import split_records
+    from sparkcdc.codec.csv_sql import ServerCSV, record_keys, split_records
     from sparkcdc.sink.storage.writer import stage_records
 
     with open(path) as f:
         meta = json.load(f)
     schema, table = meta["schema"], meta["table"]
-    entry, keys = meta["pieces"][piece]["entry"], meta["pieces"][piece]["keys"].split(",")
+    entry = meta["pieces"][piece]["entry"]
     data = sink.settings.backend.read(entry[4])
     if data is None:
         raise SchemaError(f"the staged snapshot file {entry[4]} of {schema}.{table} is missing")
-    records = split_records(data, meta["quote"].encode(), meta["terminator"].encode())
-    if len(records) != len(keys):
-        raise SchemaError(
-            f"staged snapshot file {entry[4]} holds {len(records)} records for {len(keys)} keys"
-        )
+    server = ServerCSV(**meta["csv"])
+    records = split_records(data, server.quote.encode(), server.terminator.encode())
+    keys = record_keys(records, server.decoder(), int(meta["key_field"]))
     kept = [r for r, k in zip(records, keys, strict=True) if (schema, table, k) not in touched]
     name = os.path.basename(entry[4]).rsplit(".", 1)[0] + "-kept"
     staged = (

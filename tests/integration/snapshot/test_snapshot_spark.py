@@ -213,3 +213,60 @@ def test_progress_in_the_meta_store_and_a_finished_range_is_not_read_again(
         r.stage == "log" and r.snapshot_version == snap.handover.ts for r in rows
     )
     assert FileRangeStore(str(tmp_path / "none")).load_all() == []
+
+
+def test_a_csv_storage_sink_gets_upstream_rendered_chunks_corrected_to_the_handover_point(
+    spark: Any, mariadb: LocalMariaDB, fresh_db: str, tmp_path: Path
+) -> None:
+    """Rendered chunks are staged by the range tasks; those of touched tables are rewritten without the keys."""
+    from sparkcdc.codec.csv import CSVDecoder
+    from sparkcdc.config.replica import ReplicaConfig
+    from sparkcdc.pipeline.writer import BatchWriter
+    from sparkcdc.sink import create_sink
+
+    db = fresh_db
+    mariadb.execute(
+        f"CREATE TABLE `{db}`.t (id INT PRIMARY KEY, v VARCHAR(20), d DOUBLE)",
+        # every 7th DOUBLE needs an exponent in Go's form: those rows are read row by row
+        f"INSERT INTO `{db}`.t SELECT seq, CONCAT('v\"', seq, ',\\r\\n'), IF(seq % 7, seq / 3, seq * 1e9) "
+        f"FROM `{db}`.seq_1_to_3000",
+        # 3 KB rows: a chunk of 400 is more than file-size (1 MiB) and is staged as several files
+        f"CREATE TABLE `{db}`.quiet (id BIGINT PRIMARY KEY, n INT, pad TEXT)",
+        f"INSERT INTO `{db}`.quiet SELECT seq, seq, REPEAT('p', 3000) FROM `{db}`.seq_1_to_500",
+    )
+    cfg = ReplicaConfig.from_dict(
+        {"filter": {"rules": [f"{db}.*"]}, "sink": {"csv": {"include-commit-ts": True}}}
+    )
+    out = tmp_path / "out"
+    sink = create_sink(f"file://{out}?protocol=csv&file-size=1048576", cfg, "snap-rendered")
+    snap = _snapshot(spark, mariadb, db, tmp_path, options=SnapshotOptions(chunk_size=400), time_zone="UTC")
+    writer = BatchWriter(sink, str(tmp_path / "spark"), snap.history_path, "snap-rendered", lambda r: None)
+    at_s = _state(mariadb, db, ["t", "quiet"])
+    mariadb.execute(
+        f"UPDATE `{db}`.t SET v = 'changed' WHERE id IN (5, 1500, 2999)",
+        f"UPDATE `{db}`.t SET d = 1e300 WHERE id = 8",
+        f"DELETE FROM `{db}`.t WHERE id IN (6, 14, 1600)",
+        f"INSERT INTO `{db}`.t VALUES (5000, 'new', 1.5), (0, 'new', 2.5)",
+        f"UPDATE `{db}`.t SET id = 7000 WHERE id = 10",
+    )
+    report = snap.run(lambda df, ts: pytest.fail("a storage sink writes from the spool"), writer)
+    sink.close()
+    assert report["touched_keys"] >= 8
+    files = sorted(out.rglob("CDC*.csv"))
+    assert len(files) > 2 and not list(out.rglob(".sparkcdc-staging/**/*.csv"))
+    infos = {t.table: t for t in snap.tables()}
+    got: dict[str, Counter[str]] = {}
+    dec = CSVDecoder(include_commit_ts=True)
+    per_table: Counter[str] = Counter()
+    for f in files:
+        table = f.relative_to(out).parts[1]
+        per_table[table] += 1
+        for rec in dec.decode(f.read_bytes(), infos[table]):
+            assert rec.op == "I" and rec.commit_ts == snap.handover.ts
+            got.setdefault(table, Counter())[cs.key_token(rec.values)] += 1
+    assert got == at_s
+    assert report["rows_written"] == sum(sum(c.values()) for c in at_s.values())
+    assert per_table["quiet"] >= 3  # 500 rows of 3 KB in chunks of 400, cut at 1 MiB
+    # every chunk of the quiet table was staged by its range task and published as it was
+    spooled = [f for s in snap.store.load_all() for f in s.files]
+    assert any(f.endswith(".records.json") for f in spooled) and any(f.endswith(".parquet") for f in spooled)

@@ -1,4 +1,4 @@
-"""Build of the C row decoder; everything else is in pyproject.toml."""
+"""Build of the C extensions (row decoder, canal-json renderer); everything else is in pyproject.toml."""
 
 from setuptools import Extension, setup
 
@@ -8,6 +8,11 @@ setup(
             "sparkcdc.capture._rowdecode",
             sources=["src/sparkcdc/capture/_rowdecode.c"],
             extra_compile_args=["-O2", "-Wall"],
-        )
+        ),
+        Extension(
+            "sparkcdc.codec._canaljson",
+            sources=["src/sparkcdc/codec/_canaljson.c"],
+            extra_compile_args=["-O2", "-Wall"],
+        ),
     ]
 )

@@ -7,22 +7,27 @@ case), every value a JSON string or ``null``. DML keys end ``…mysqlType, old,
 data, _tidb``; DDL and WATERMARK keys end ``…data, old, _tidb``. ``mysqlType``
 lists columns in table order (TiCDC's order is Go map order, i.e. random).
 
-``CanalJsonEncoder`` renders DML rows with Python code generated once per table
-shape and options (the whole ``data`` object in one f-string when the values
-have their documented types); ``ReferenceCanalJsonEncoder`` is the plain
-column-by-column implementation it must match byte for byte.
+``CanalJsonEncoder`` renders DML rows with the C extension ``_canaljson`` when it
+is built (one ``Columns`` object per table shape and options writes the whole
+message), else with Python code generated once per table shape and options (the
+whole ``data`` object in one f-string when the values have their documented
+types); ``SPARKCDC_PURE_PYTHON_ENCODER=1`` selects the Python code even when the
+extension is built. ``ReferenceCanalJsonEncoder`` is the plain column-by-column
+implementation both must match byte for byte.
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import os
 import re
 import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import orjson
 
@@ -46,6 +51,29 @@ from sparkcdc.errors import ConfigError, DecodeError
 from sparkcdc.model.events import DDLEvent, DDLType, Op, RowChange
 from sparkcdc.model.schema import BLOB_TYPES, INT_TYPES, ColumnInfo, TableInfo
 from sparkcdc.model.ts import physical_ms
+
+if TYPE_CHECKING:
+    from sparkcdc.codec import _canaljson
+
+log = logging.getLogger(__name__)
+
+try:
+    from sparkcdc.codec import _canaljson as _native
+except ImportError as _exc:  # not built (a source checkout without the compile step)
+    _native = None  # type: ignore[assignment]
+    log.warning(
+        "the C canal-json renderer (sparkcdc.codec._canaljson) is unavailable: %s; rendering rows in Python",
+        _exc,
+    )
+
+PURE_PYTHON_ENV = "SPARKCDC_PURE_PYTHON_ENCODER"
+"""Set to 1 to render canal-json rows with the compiled Python functions even when the C renderer is built."""
+
+
+def native_available() -> bool:
+    """Whether the C renderer is built and not disabled by ``SPARKCDC_PURE_PYTHON_ENCODER``."""
+    return _native is not None and os.environ.get(PURE_PYTHON_ENV, "").strip() not in ("1", "true", "yes")
+
 
 TIDB_WATERMARK = "TIDB_WATERMARK"
 
@@ -632,6 +660,31 @@ def _compile_sql_type(plan: _TablePlan) -> Callable[[tuple[Any, ...]], str]:
     return fn
 
 
+def _native_columns(cols: list[_ColPlan], table: TableInfo) -> _canaljson.Columns:
+    """The C renderer of ``cols`` (kinds as in ``_column_kind``; FLOAT and SET use their reference formatter)."""
+    assert _native is not None
+    native = {
+        "int": _native.R_INT,
+        "float64": _native.R_DOUBLE,
+        "decimal": _native.R_DECIMAL,
+        "bytes": _native.R_BYTES,
+        "str": _native.R_STR,
+        "json": _native.R_STR,
+        "enum": _native.R_ENUM,
+    }
+    spec: list[tuple[int, int, bytes, int, Formatter, dict[str, str] | None]] = []
+    for c in cols:
+        col = table.columns[c.index]
+        kind = native.get(_column_kind(col), _native.R_OTHER)
+        scale = col.scale if kind == _native.R_DECIMAL and col.scale is not None else -1
+        tokens: dict[str, str] | None = None
+        if kind == _native.R_ENUM:
+            tokens = {name: f'"{n}"' for n, name in enumerate(col.elements, 1)}
+            tokens[""] = '"0"'
+        spec.append((kind, c.index, c.key.encode(), scale, c.fmt, tokens))
+    return _native.Columns(len(table.columns), spec, Decimal)
+
+
 class _CompiledTable:
     """One table's row encoder for one set of encoder options (built once, reused for every row)."""
 
@@ -651,8 +704,57 @@ class _CompiledTable:
         self.only_updated = enc.only_output_updated_columns
         self.delete_handle_only = enc.delete_only_output_handle_key_columns
         self.extension = enc.enable_tidb_extension
+        self.native_all: _canaljson.Columns | None = None
+        self.native_handle: _canaljson.Columns | None = None
+        self.encode: Callable[[RowChange, int], bytes | None] = self.encode_python
+        if native_available():
+            self.native_all = _native_columns(plan.cols, table)
+            self.native_handle = _native_columns(plan.handle_cols, table)
+            self.encode = self.encode_native
 
-    def encode(self, row: RowChange, now: int) -> bytes | None:
+    def encode_native(self, row: RowChange, now: int) -> bytes | None:
+        """``encode_python``'s message, written by the C renderer (only-updated UPDATEs excepted)."""
+        op = row.op
+        before = None
+        if op == "D":
+            img = row.before
+            if img is None or len(img) != self.n:
+                return None
+            kind = "DELETE"
+            if self.delete_handle_only:
+                columns = self.native_handle
+                sql_type = self.plan.sql_type_for(img, True)
+                mysql_type = self.mysql_type_handle
+            else:
+                columns = self.native_all
+                sql_type = self.sql_type_all(img)
+                mysql_type = self.mysql_type_all
+        else:
+            img = row.after
+            if img is None or len(img) != self.n:
+                return None
+            if op == "I" or row.before is None:
+                kind = "INSERT"
+            else:
+                if self.only_updated:
+                    return self.encode_python(row, now)
+                before = row.before
+                kind = "UPDATE"
+            columns = self.native_all
+            sql_type = self.sql_type_all(img)
+            mysql_type = self.mysql_type_all
+        assert columns is not None
+        ts = row.commit_ts
+        prefix = (
+            f'{self.head}{kind}","es":{ts >> 18},"ts":{now},"sql":"","sqlType":{sql_type},'
+            f'"mysqlType":{mysql_type},"old":'
+        )
+        suffix = f'}}],"_tidb":{{"commitTs":{ts}}}}}' if self.extension else "}]}"
+        if before is None:
+            return columns.message(prefix + 'null,"data":[{', None, "", img, suffix)
+        return columns.message(prefix + "[{", before, '}],"data":[{', img, suffix)
+
+    def encode_python(self, row: RowChange, now: int) -> bytes | None:
         """The message, or None when the row needs the reference path (odd images, errors)."""
         op = row.op
         if op == "D":

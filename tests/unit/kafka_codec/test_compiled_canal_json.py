@@ -3,7 +3,8 @@
 Randomized rows over an all-types table (and a few awkward shapes), every
 combination of the row options, INSERT/UPDATE/DELETE and the large-message
 forms: ``CanalJsonEncoder`` and ``ReferenceCanalJsonEncoder`` must return the
-same bytes, or raise the same error.
+same bytes, or raise the same error. Each test runs with the C renderer
+(``_canaljson``) and with the generated Python code (``SPARKCDC_PURE_PYTHON_ENCODER=1``).
 """
 
 from __future__ import annotations
@@ -17,7 +18,13 @@ from typing import Any
 
 import pytest
 
-from sparkcdc.codec.canal_json import CanalJsonEncoder, ReferenceCanalJsonEncoder, decode_canal_json
+from sparkcdc.codec import canal_json
+from sparkcdc.codec.canal_json import (
+    CanalJsonEncoder,
+    ReferenceCanalJsonEncoder,
+    decode_canal_json,
+    json_str,
+)
 from sparkcdc.codec.values import to_float32
 from sparkcdc.model import ColumnInfo, IndexInfo, RowChange, TableInfo
 
@@ -273,6 +280,26 @@ def _now() -> int:
     return NOW
 
 
+@pytest.fixture(params=["native", "python"])
+def path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Which row renderer ``CanalJsonEncoder`` uses: the C extension or the generated Python code."""
+    if request.param == "native":
+        if canal_json._native is None:
+            pytest.skip("the C canal-json renderer is not built")
+        monkeypatch.delenv(canal_json.PURE_PYTHON_ENV, raising=False)
+    else:
+        monkeypatch.setenv(canal_json.PURE_PYTHON_ENV, "1")
+    return str(request.param)
+
+
+def _check_path(new: CanalJsonEncoder, path: str) -> None:
+    """Every compiled table of ``new`` uses the renderer the test asked for."""
+    assert new._compiled
+    for comp in new._compiled.values():
+        want = comp.encode_native if path == "native" else comp.encode_python
+        assert comp.encode == want
+
+
 OPTION_SETS = [
     dict(zip(("ext", "only_updated", "content_compatible", "delete_handle_only"), combo, strict=True))
     for combo in itertools.product((False, True), repeat=4)
@@ -301,7 +328,7 @@ def _outcome(fn: Any, *args: Any) -> tuple[str, Any]:
 
 
 @pytest.mark.parametrize("opts", OPTION_SETS, ids=lambda o: "-".join(k for k, v in o.items() if v) or "plain")
-def test_compiled_rows_are_byte_identical_to_the_reference(opts: dict[str, bool]) -> None:
+def test_compiled_rows_are_byte_identical_to_the_reference(opts: dict[str, bool], path: str) -> None:
     rnd = random.Random(hash(tuple(opts.values())) & 0xFFFF)
     ref, new = _encoders(opts)
     checked = errors = 0
@@ -318,12 +345,13 @@ def test_compiled_rows_are_byte_identical_to_the_reference(opts: dict[str, bool]
                 ):
                     want = _outcome(getattr(ref, method), row, table, *extra)
                     assert _outcome(getattr(new, method), row, table, *extra) == want, (method, row)
+    _check_path(new, path)
     # the randomized set really exercises the fast path: most rows encode, a few hit errors
     assert checked == 1000
     assert 0 < errors < checked // 4
 
 
-def test_compiled_encoder_handles_odd_images_like_the_reference() -> None:
+def test_compiled_encoder_handles_odd_images_like_the_reference(path: str) -> None:
     ref, new = _encoders(
         {"ext": True, "only_updated": False, "content_compatible": False, "delete_handle_only": False}
     )
@@ -340,9 +368,10 @@ def test_compiled_encoder_handles_odd_images_like_the_reference() -> None:
     ]
     for row in odd_rows:
         assert _outcome(new.encode_row, row, NO_KEY) == _outcome(ref.encode_row, row, NO_KEY), row
+    _check_path(new, path)
 
 
-def test_compiled_output_is_the_canal_json_the_decoder_reads() -> None:
+def test_compiled_output_is_the_canal_json_the_decoder_reads(path: str) -> None:
     _, new = _encoders(
         {"ext": True, "only_updated": True, "content_compatible": False, "delete_handle_only": False}
     )
@@ -363,7 +392,7 @@ def test_compiled_output_is_the_canal_json_the_decoder_reads() -> None:
     assert msg.commit_ts == BASE_TS
 
 
-def test_a_pickled_encoder_recompiles() -> None:
+def test_a_pickled_encoder_recompiles(path: str) -> None:
     ref, new = _encoders(
         {"ext": True, "only_updated": False, "content_compatible": True, "delete_handle_only": True}
     )
@@ -373,3 +402,109 @@ def test_a_pickled_encoder_recompiles() -> None:
     assert copy._compiled == {}
     for row in rows:
         assert _outcome(copy.encode_row, row, ALL_TYPES) == _outcome(ref.encode_row, row, ALL_TYPES)
+
+
+# ------------------------------------------------------------------ the C renderer on its own
+
+
+def _native() -> Any:
+    if canal_json._native is None:
+        pytest.skip("the C canal-json renderer is not built")
+    return canal_json._native
+
+
+def test_native_string_escaping_is_json_str() -> None:
+    native = _native()
+    rnd = random.Random(11)
+    specials = [*_TEXT_CHARS, "\ud7ff", "\ue000", "\uffff", "\U0010ffff", "\udbff", "\udfff", "\u0800"]
+    samples = ["", "plain", "a" * 5000, ("<&>" * 2000) + "\udc80", "\u00e9" * 3000 + "\u2029"]
+    for _ in range(3000):
+        n = rnd.choice((1, 2, 5, 17, 64))
+        samples.append("".join(rnd.choice(specials) for _ in range(n)))
+    samples.extend(chr(c) for c in range(0x3000))
+    samples.extend(chr(c) for c in range(0xD700, 0xE100))
+    for s in samples:
+        assert native.json_str(s) == json_str(s).encode("utf-8", "surrogatepass"), repr(s)
+
+
+def test_native_bytes_escaping_is_latin1_json_str() -> None:
+    native = _native()
+    rnd = random.Random(12)
+    samples = [b"", bytes(range(256)), bytes(range(256)) * 40]
+    samples.extend(bytes(rnd.randrange(256) for _ in range(rnd.choice((1, 3, 20, 300)))) for _ in range(2000))
+    for b in samples:
+        assert native.json_latin1(b) == json_str(b.decode("latin-1")).encode(), b
+
+
+def test_native_columns_render_like_the_reference_formatters() -> None:
+    """``Columns.render`` of an all-types image: the reference's '"key":token' pieces, joined."""
+    native = _native()
+    plan = canal_json._TablePlan(ALL_TYPES, "db", "all_types", False)
+    columns = canal_json._native_columns(plan.cols, ALL_TYPES)
+    assert columns.width == len(ALL_TYPES.columns)
+    rnd = random.Random(13)
+    for _ in range(500):
+        img = _image(ALL_TYPES, rnd)
+        try:
+            want: Any = ",".join(
+                c.key + ("null" if img[c.index] is None else c.fmt(img[c.index])) for c in plan.cols
+            )
+        except Exception as exc:  # the reference formatter refuses the value: so must the renderer
+            with pytest.raises(type(exc)):
+                columns.render(img)
+            continue
+        assert columns.render(img) == want.encode(), img
+    assert columns.render(img[:-1]) is None
+    assert columns.render(list(img)) is None  # type: ignore[arg-type]
+    assert native.Columns(0, [], Decimal).render(()) == b""
+
+
+def test_native_columns_integers_of_any_width() -> None:
+    native = _native()
+    col = ColumnInfo("n", "bigint")
+    plan = canal_json._TablePlan(TableInfo(schema="d", table="t", columns=(col,)), "d", "t", False)
+    columns = native.Columns(1, [(native.R_INT, 0, b'"n":', -1, plan.cols[0].fmt, None)], Decimal)
+    for v in (
+        0,
+        1,
+        -1,
+        9,
+        10,
+        -10,
+        2**63 - 1,
+        -(2**63),
+        2**63,
+        2**64 - 1,
+        2**64,
+        -(2**63) - 1,
+        10**40,
+        -(10**40),
+    ):
+        assert columns.render((v,)) == f'"n":"{v}"'.encode(), v
+
+
+def test_native_columns_refuse_bad_specs() -> None:
+    native = _native()
+
+    def fmt(v: Any) -> str:
+        return '"x"'
+
+    with pytest.raises(ValueError):
+        native.Columns(1, [(native.R_INT, 1, b'"a":', -1, fmt, None)], Decimal)
+    with pytest.raises(ValueError):
+        native.Columns(1, [(99, 0, b'"a":', -1, fmt, None)], Decimal)
+    with pytest.raises(ValueError):
+        native.Columns(1, [(native.R_ENUM, 0, b'"a":', -1, fmt, None)], Decimal)
+    with pytest.raises(TypeError):
+        native.Columns(1, [(native.R_INT, 0, "not bytes", -1, fmt, None)], Decimal)
+    with pytest.raises(TypeError):
+        native.Columns(1, [(native.R_INT, 0, b'"a":', -1, "not callable", None)], Decimal)
+    with pytest.raises(TypeError):
+        native.Columns(1, [(native.R_INT, 0, b'"a":', -1, fmt, None)], "not a type")  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        native.Columns(-1, [], Decimal)
+    columns = native.Columns(1, [(native.R_OTHER, 0, b'"a":', -1, lambda v: 5, None)], Decimal)
+    with pytest.raises(TypeError):
+        columns.render((1,))  # a formatter must return str
+    with pytest.raises(TypeError):
+        columns.message("p", None, "m", (1,))  # type: ignore[call-arg]

@@ -1,0 +1,724 @@
+/*
+ * canal-json row messages rendered in C.
+ *
+ * A Columns object describes the columns of one canal-json "data"/"old" object
+ * (built once per table shape and encoder options by codec.canal_json): for each
+ * column its kind, its index in the row image, its key ('"name":' in UTF-8), the
+ * DECIMAL scale, the column's reference formatter and, for ENUM, the map from
+ * element name to token. Values of the Python type the model documents for the
+ * column are rendered here; any other value goes through the column's reference
+ * formatter, so the text is always the reference encoder's
+ * (codec.canal_json.ReferenceCanalJsonEncoder). Strings are escaped like
+ * easyjson's jwriter.String (codec.canal_json.json_str): <, >, & and U+2028/2029
+ * as \uXXXX, control bytes as \u00xx in lower case except \t \n \r, a lone
+ * surrogate that stands for one undecodable byte (U+DC80..U+DCFF) as one
+ * \ufffd, any other lone surrogate as three.
+ *
+ * Columns.message(prefix, before, middle, img, suffix) returns the whole message
+ * as bytes: prefix, the columns of before (when given) and middle, the columns of
+ * img, suffix. It returns None when an image is not a tuple of the table's width.
+ */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+enum {
+    R_INT = 1, /* int: "123" */
+    R_DOUBLE,  /* float (DOUBLE): Go's FormatFloat(v, 'f', -1, 64) */
+    R_DECIMAL, /* decimal.Decimal with `scale` fraction digits */
+    R_BYTES,   /* bytes as ISO-8859-1 text */
+    R_STR,     /* str */
+    R_ENUM,    /* str looked up in `map` */
+    R_OTHER,   /* always the reference formatter */
+    R_LAST
+};
+
+typedef struct {
+    int kind;
+    Py_ssize_t index;
+    PyObject *key; /* bytes: '"name":' */
+    long scale;    /* R_DECIMAL: fraction digits, -1 for none */
+    PyObject *fmt; /* callable(value) -> str: the reference formatter */
+    PyObject *map; /* R_ENUM: dict name -> token (str), else NULL */
+} RCol;
+
+typedef struct {
+    PyObject_HEAD
+    Py_ssize_t width; /* length of a row image */
+    Py_ssize_t n;
+    RCol *cols;
+    PyObject *decimal_type;
+} ColumnsObject;
+
+/* ------------------------------------------------------------------ output buffer */
+
+#define STACK_BYTES 4096
+
+typedef struct {
+    char *p;
+    size_t len;
+    size_t cap;
+    char *heap; /* NULL while p is the caller's stack buffer */
+} Buf;
+
+static int buf_grow(Buf *b, size_t need)
+{
+    size_t cap = b->cap;
+    char *np;
+    if (need > (size_t)PY_SSIZE_T_MAX - b->len) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    while (cap < b->len + need) {
+        if (cap > (size_t)PY_SSIZE_T_MAX / 2) {
+            cap = b->len + need;
+            break;
+        }
+        cap *= 2;
+    }
+    if (b->heap == NULL) {
+        np = PyMem_Malloc(cap);
+        if (np == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        memcpy(np, b->p, b->len);
+    } else {
+        np = PyMem_Realloc(b->heap, cap);
+        if (np == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+    }
+    b->heap = np;
+    b->p = np;
+    b->cap = cap;
+    return 0;
+}
+
+static inline int buf_reserve(Buf *b, size_t need)
+{
+    if (b->cap - b->len >= need)
+        return 0;
+    return buf_grow(b, need);
+}
+
+static inline int buf_put(Buf *b, const char *s, size_t n)
+{
+    if (buf_reserve(b, n) < 0)
+        return -1;
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+    return 0;
+}
+
+static inline int buf_putc(Buf *b, char c)
+{
+    if (buf_reserve(b, 1) < 0)
+        return -1;
+    b->p[b->len++] = c;
+    return 0;
+}
+
+/* The UTF-8 of a str, written verbatim. */
+static int buf_put_str(Buf *b, PyObject *s)
+{
+    Py_ssize_t n;
+    const char *u;
+    if (!PyUnicode_Check(s)) {
+        PyErr_Format(PyExc_TypeError, "canal-json: expected str, got %.80s", Py_TYPE(s)->tp_name);
+        return -1;
+    }
+    u = PyUnicode_AsUTF8AndSize(s, &n);
+    if (u == NULL)
+        return -1;
+    return buf_put(b, u, (size_t)n);
+}
+
+/* ------------------------------------------------------------------ easyjson escaping */
+
+static const char HEX[] = "0123456789abcdef";
+
+/* 1 for ASCII characters that need an escape */
+static unsigned char NEEDS_ESCAPE[128];
+
+static void init_escape_table(void)
+{
+    int i;
+    for (i = 0; i < 0x20; i++)
+        NEEDS_ESCAPE[i] = 1;
+    NEEDS_ESCAPE['"'] = 1;
+    NEEDS_ESCAPE['\\'] = 1;
+    NEEDS_ESCAPE['<'] = 1;
+    NEEDS_ESCAPE['>'] = 1;
+    NEEDS_ESCAPE['&'] = 1;
+}
+
+/* One ASCII character that needs an escape (at most 6 bytes; room reserved by the caller). */
+static inline void put_ascii_escape(Buf *b, unsigned int c)
+{
+    char *o = b->p + b->len;
+    switch (c) {
+    case '\t':
+        o[0] = '\\';
+        o[1] = 't';
+        b->len += 2;
+        return;
+    case '\n':
+        o[0] = '\\';
+        o[1] = 'n';
+        b->len += 2;
+        return;
+    case '\r':
+        o[0] = '\\';
+        o[1] = 'r';
+        b->len += 2;
+        return;
+    case '"':
+        o[0] = '\\';
+        o[1] = '"';
+        b->len += 2;
+        return;
+    case '\\':
+        o[0] = '\\';
+        o[1] = '\\';
+        b->len += 2;
+        return;
+    default:
+        o[0] = '\\';
+        o[1] = 'u';
+        o[2] = '0';
+        o[3] = '0';
+        o[4] = HEX[(c >> 4) & 0xF];
+        o[5] = HEX[c & 0xF];
+        b->len += 6;
+        return;
+    }
+}
+
+/* A JSON string of ISO-8859-1 bytes (every byte one code point). */
+static int put_latin1(Buf *b, const unsigned char *s, Py_ssize_t n)
+{
+    Py_ssize_t i = 0, run;
+    if (buf_putc(b, '"') < 0)
+        return -1;
+    while (i < n) {
+        run = i;
+        while (run < n && s[run] < 0x80 && !NEEDS_ESCAPE[s[run]])
+            run++;
+        if (run > i) {
+            if (buf_put(b, (const char *)s + i, (size_t)(run - i)) < 0)
+                return -1;
+            i = run;
+            if (i >= n)
+                break;
+        }
+        if (buf_reserve(b, 6) < 0)
+            return -1;
+        if (s[i] >= 0x80) {
+            b->p[b->len++] = (char)(0xC0 | (s[i] >> 6));
+            b->p[b->len++] = (char)(0x80 | (s[i] & 0x3F));
+        } else {
+            put_ascii_escape(b, s[i]);
+        }
+        i++;
+    }
+    return buf_putc(b, '"');
+}
+
+/* A JSON string of a str, escaped like easyjson (see the file comment). */
+static int put_str(Buf *b, PyObject *s)
+{
+    int kind;
+    const void *data;
+    Py_ssize_t n, i;
+    if (PyUnicode_READY(s) < 0)
+        return -1;
+    n = PyUnicode_GET_LENGTH(s);
+    kind = PyUnicode_KIND(s);
+    data = PyUnicode_DATA(s);
+    if (kind == PyUnicode_1BYTE_KIND)
+        return put_latin1(b, (const unsigned char *)data, n);
+    if (buf_putc(b, '"') < 0)
+        return -1;
+    for (i = 0; i < n; i++) {
+        Py_UCS4 c = PyUnicode_READ(kind, data, i);
+        char *o;
+        /* at most 18 bytes: a lone surrogate other than U+DC80..U+DCFF */
+        if (buf_reserve(b, 18) < 0)
+            return -1;
+        if (c < 0x80) {
+            if (NEEDS_ESCAPE[c])
+                put_ascii_escape(b, c);
+            else
+                b->p[b->len++] = (char)c;
+            continue;
+        }
+        o = b->p + b->len;
+        if (c < 0x800) {
+            o[0] = (char)(0xC0 | (c >> 6));
+            o[1] = (char)(0x80 | (c & 0x3F));
+            b->len += 2;
+        } else if (c == 0x2028 || c == 0x2029) {
+            memcpy(o, c == 0x2028 ? "\\u2028" : "\\u2029", 6);
+            b->len += 6;
+        } else if (c >= 0xD800 && c <= 0xDFFF) {
+            if (c >= 0xDC80 && c <= 0xDCFF) {
+                memcpy(o, "\\ufffd", 6);
+                b->len += 6;
+            } else {
+                memcpy(o, "\\ufffd\\ufffd\\ufffd", 18);
+                b->len += 18;
+            }
+        } else if (c < 0x10000) {
+            o[0] = (char)(0xE0 | (c >> 12));
+            o[1] = (char)(0x80 | ((c >> 6) & 0x3F));
+            o[2] = (char)(0x80 | (c & 0x3F));
+            b->len += 3;
+        } else {
+            o[0] = (char)(0xF0 | (c >> 18));
+            o[1] = (char)(0x80 | ((c >> 12) & 0x3F));
+            o[2] = (char)(0x80 | ((c >> 6) & 0x3F));
+            o[3] = (char)(0x80 | (c & 0x3F));
+            b->len += 4;
+        }
+    }
+    return buf_putc(b, '"');
+}
+
+/* ------------------------------------------------------------------ values */
+
+/* The reference formatter's token for v (a str), written as UTF-8. */
+static int put_reference(Buf *b, const RCol *c, PyObject *v)
+{
+    int rc;
+    PyObject *tok = PyObject_CallOneArg(c->fmt, v);
+    if (tok == NULL)
+        return -1;
+    rc = buf_put_str(b, tok);
+    Py_DECREF(tok);
+    return rc;
+}
+
+static int put_quoted(Buf *b, const char *s, size_t n)
+{
+    if (buf_reserve(b, n + 2) < 0)
+        return -1;
+    b->p[b->len++] = '"';
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->p[b->len++] = '"';
+    return 0;
+}
+
+/* '"<digits>"' of a magnitude with an optional minus sign */
+static int put_u64(Buf *b, int negative, unsigned long long u)
+{
+    char tmp[24];
+    size_t k = sizeof tmp;
+    do {
+        tmp[--k] = (char)('0' + (u % 10));
+        u /= 10;
+    } while (u != 0 && k > 1);
+    if (negative)
+        tmp[--k] = '-';
+    return put_quoted(b, tmp + k, sizeof tmp - k);
+}
+
+static int put_int(Buf *b, const RCol *c, PyObject *v)
+{
+    int overflow = 0;
+    long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (x == -1 && PyErr_Occurred())
+        return -1;
+    if (overflow == 0) {
+        if (x < 0)
+            return put_u64(b, 1, (unsigned long long)0 - (unsigned long long)x);
+        return put_u64(b, 0, (unsigned long long)x);
+    } else if (overflow > 0) {
+        unsigned long long u = PyLong_AsUnsignedLongLong(v);
+        if (u == (unsigned long long)-1 && PyErr_Occurred()) {
+            if (!PyErr_ExceptionMatches(PyExc_OverflowError))
+                return -1;
+            PyErr_Clear();
+            return put_reference(b, c, v); /* wider than 64 bits */
+        }
+        return put_u64(b, 0, u);
+    }
+    return put_reference(b, c, v); /* below -2**63 */
+}
+
+static int put_double(Buf *b, const RCol *c, PyObject *v)
+{
+    int rc;
+    size_t n;
+    double d = PyFloat_AS_DOUBLE(v);
+    char *r = PyOS_double_to_string(d, 'r', 0, Py_DTSF_ADD_DOT_0, NULL);
+    if (r == NULL)
+        return -1;
+    if (strchr(r, 'e') != NULL || strchr(r, 'n') != NULL) {
+        /* an exponent, inf or nan: the reference spells it out */
+        PyMem_Free(r);
+        return put_reference(b, c, v);
+    }
+    n = strlen(r);
+    if (n >= 2 && r[n - 2] == '.' && r[n - 1] == '0')
+        n -= 2;
+    rc = put_quoted(b, r, n);
+    PyMem_Free(r);
+    return rc;
+}
+
+static int put_decimal(Buf *b, const RCol *c, PyObject *v)
+{
+    int rc, ok;
+    Py_ssize_t n;
+    const char *u;
+    PyObject *s = PyObject_Str(v);
+    if (s == NULL)
+        return -1;
+    u = PyUnicode_AsUTF8AndSize(s, &n);
+    if (u == NULL) {
+        Py_DECREF(s);
+        return -1;
+    }
+    ok = memchr(u, 'E', (size_t)n) == NULL;
+    if (ok && c->scale == 0)
+        ok = memchr(u, '.', (size_t)n) == NULL;
+    else if (ok && c->scale > 0)
+        ok = n > c->scale && u[n - c->scale - 1] == '.';
+    if (ok)
+        rc = put_quoted(b, u, (size_t)n);
+    else
+        rc = put_reference(b, c, v); /* needs quantizing or has an exponent */
+    Py_DECREF(s);
+    return rc;
+}
+
+static int put_value(ColumnsObject *self, Buf *b, const RCol *c, PyObject *v)
+{
+    if (v == Py_None)
+        return buf_put(b, "null", 4);
+    switch (c->kind) {
+    case R_INT:
+        if (PyLong_CheckExact(v))
+            return put_int(b, c, v);
+        break;
+    case R_DOUBLE:
+        if (PyFloat_CheckExact(v))
+            return put_double(b, c, v);
+        break;
+    case R_DECIMAL:
+        if ((PyObject *)Py_TYPE(v) == self->decimal_type)
+            return put_decimal(b, c, v);
+        break;
+    case R_BYTES:
+        if (PyBytes_CheckExact(v))
+            return put_latin1(b, (const unsigned char *)PyBytes_AS_STRING(v), PyBytes_GET_SIZE(v));
+        break;
+    case R_STR:
+        if (PyUnicode_CheckExact(v))
+            return put_str(b, v);
+        break;
+    case R_ENUM:
+        if (PyUnicode_CheckExact(v) && c->map != NULL) {
+            PyObject *tok = PyDict_GetItemWithError(c->map, v); /* borrowed */
+            if (tok != NULL)
+                return buf_put_str(b, tok);
+            if (PyErr_Occurred())
+                return -1;
+        }
+        break;
+    default:
+        break;
+    }
+    return put_reference(b, c, v);
+}
+
+/* '"a":"1","b":null' for one image (its width checked by the caller). */
+static int put_columns(ColumnsObject *self, Buf *b, PyObject *img)
+{
+    Py_ssize_t i;
+    for (i = 0; i < self->n; i++) {
+        const RCol *c = &self->cols[i];
+        if (i > 0 && buf_putc(b, ',') < 0)
+            return -1;
+        if (buf_put(b, PyBytes_AS_STRING(c->key), (size_t)PyBytes_GET_SIZE(c->key)) < 0)
+            return -1;
+        if (put_value(self, b, c, PyTuple_GET_ITEM(img, c->index)) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+static int image_ok(ColumnsObject *self, PyObject *img)
+{
+    return PyTuple_CheckExact(img) && PyTuple_GET_SIZE(img) == self->width;
+}
+
+/* ------------------------------------------------------------------ Columns */
+
+static void Columns_clear_cols(ColumnsObject *self)
+{
+    Py_ssize_t i;
+    if (self->cols == NULL)
+        return;
+    for (i = 0; i < self->n; i++) {
+        Py_XDECREF(self->cols[i].key);
+        Py_XDECREF(self->cols[i].fmt);
+        Py_XDECREF(self->cols[i].map);
+    }
+    PyMem_Free(self->cols);
+    self->cols = NULL;
+    self->n = 0;
+}
+
+static void Columns_dealloc(ColumnsObject *self)
+{
+    Columns_clear_cols(self);
+    Py_XDECREF(self->decimal_type);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *Columns_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"width", "columns", "decimal_type", NULL};
+    Py_ssize_t width, n, i;
+    PyObject *columns, *decimal_type, *seq;
+    ColumnsObject *self;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "nOO", kwlist, &width, &columns, &decimal_type))
+        return NULL;
+    if (width < 0) {
+        PyErr_SetString(PyExc_ValueError, "Columns: width must be >= 0");
+        return NULL;
+    }
+    if (!PyType_Check(decimal_type)) {
+        PyErr_SetString(PyExc_TypeError, "Columns: decimal_type must be a type");
+        return NULL;
+    }
+    seq = PySequence_Fast(columns, "Columns: columns must be a sequence");
+    if (seq == NULL)
+        return NULL;
+    n = PySequence_Fast_GET_SIZE(seq);
+    self = (ColumnsObject *)type->tp_alloc(type, 0);
+    if (self == NULL) {
+        Py_DECREF(seq);
+        return NULL;
+    }
+    self->width = width;
+    Py_INCREF(decimal_type);
+    self->decimal_type = decimal_type;
+    self->cols = PyMem_Calloc(n > 0 ? (size_t)n : 1, sizeof(RCol));
+    if (self->cols == NULL) {
+        Py_DECREF(seq);
+        Py_DECREF(self);
+        return PyErr_NoMemory();
+    }
+    for (i = 0; i < n; i++) {
+        PyObject *item = PySequence_Fast_GET_ITEM(seq, i);
+        int kind;
+        Py_ssize_t index;
+        long scale;
+        PyObject *key, *fmt, *map;
+        RCol *c = &self->cols[i];
+        if (!PyTuple_Check(item)
+            || !PyArg_ParseTuple(item, "inSlOO", &kind, &index, &key, &scale, &fmt, &map)) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_TypeError, "Columns: each column is (kind, index, key, scale, fmt, map)");
+            goto fail;
+        }
+        if (kind < R_INT || kind >= R_LAST) {
+            PyErr_Format(PyExc_ValueError, "Columns: unknown kind %d", kind);
+            goto fail;
+        }
+        if (index < 0 || index >= width) {
+            PyErr_Format(PyExc_ValueError, "Columns: index %zd outside a row of %zd columns", index, width);
+            goto fail;
+        }
+        if (!PyCallable_Check(fmt)) {
+            PyErr_SetString(PyExc_TypeError, "Columns: fmt must be callable");
+            goto fail;
+        }
+        if (map != Py_None && !PyDict_Check(map)) {
+            PyErr_SetString(PyExc_TypeError, "Columns: map must be a dict or None");
+            goto fail;
+        }
+        if (kind == R_ENUM && map == Py_None) {
+            PyErr_SetString(PyExc_ValueError, "Columns: an ENUM column needs its map");
+            goto fail;
+        }
+        c->kind = kind;
+        c->index = index;
+        c->scale = scale;
+        Py_INCREF(key);
+        c->key = key;
+        Py_INCREF(fmt);
+        c->fmt = fmt;
+        if (map != Py_None) {
+            Py_INCREF(map);
+            c->map = map;
+        }
+        self->n = i + 1;
+    }
+    Py_DECREF(seq);
+    return (PyObject *)self;
+fail:
+    Py_DECREF(seq);
+    Py_DECREF(self);
+    return NULL;
+}
+
+static PyObject *finish(Buf *b)
+{
+    PyObject *out = PyBytes_FromStringAndSize(b->p, (Py_ssize_t)b->len);
+    if (b->heap != NULL)
+        PyMem_Free(b->heap);
+    return out;
+}
+
+static PyObject *fail_buf(Buf *b)
+{
+    if (b->heap != NULL)
+        PyMem_Free(b->heap);
+    return NULL;
+}
+
+static PyObject *Columns_render(ColumnsObject *self, PyObject *img)
+{
+    char stack[STACK_BYTES];
+    Buf b = {stack, 0, sizeof stack, NULL};
+    if (!image_ok(self, img))
+        Py_RETURN_NONE;
+    if (put_columns(self, &b, img) < 0)
+        return fail_buf(&b);
+    return finish(&b);
+}
+
+static PyObject *Columns_message(ColumnsObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    char stack[STACK_BYTES];
+    Buf b = {stack, 0, sizeof stack, NULL};
+    PyObject *prefix, *before, *middle, *img, *suffix;
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "message(prefix, before, middle, img, suffix) takes 5 arguments");
+        return NULL;
+    }
+    prefix = args[0];
+    before = args[1];
+    middle = args[2];
+    img = args[3];
+    suffix = args[4];
+    if (!image_ok(self, img) || (before != Py_None && !image_ok(self, before)))
+        Py_RETURN_NONE;
+    if (buf_put_str(&b, prefix) < 0)
+        return fail_buf(&b);
+    if (before != Py_None) {
+        if (put_columns(self, &b, before) < 0 || buf_put_str(&b, middle) < 0)
+            return fail_buf(&b);
+    }
+    if (put_columns(self, &b, img) < 0 || buf_put_str(&b, suffix) < 0)
+        return fail_buf(&b);
+    return finish(&b);
+}
+
+static PyObject *Columns_get_width(ColumnsObject *self, void *closure)
+{
+    (void)closure;
+    return PyLong_FromSsize_t(self->width);
+}
+
+static PyMethodDef Columns_methods[] = {
+    {"render", (PyCFunction)Columns_render, METH_O,
+     "render(img) -> bytes | None: the columns of one image ('\"a\":\"1\",...'), None for a wrong image."},
+    {"message", (PyCFunction)(void (*)(void))Columns_message, METH_FASTCALL,
+     "message(prefix, before, middle, img, suffix) -> bytes | None: prefix, before's columns and middle "
+     "(when before is not None), img's columns, suffix; None for a wrong image."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef Columns_getset[] = {
+    {"width", (getter)Columns_get_width, NULL, "length of a row image", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject ColumnsType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "sparkcdc.codec._canaljson.Columns",
+    .tp_basicsize = sizeof(ColumnsObject),
+    .tp_dealloc = (destructor)Columns_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Columns(width, columns, decimal_type): the columns of one canal-json data/old object.\n\n"
+              "columns: (kind, index, key, scale, fmt, map) each, in output order.",
+    .tp_new = Columns_new,
+    .tp_methods = Columns_methods,
+    .tp_getset = Columns_getset,
+};
+
+/* ------------------------------------------------------------------ module */
+
+static PyObject *mod_json_str(PyObject *module, PyObject *s)
+{
+    char stack[STACK_BYTES];
+    Buf b = {stack, 0, sizeof stack, NULL};
+    (void)module;
+    if (!PyUnicode_Check(s)) {
+        PyErr_Format(PyExc_TypeError, "json_str: expected str, got %.80s", Py_TYPE(s)->tp_name);
+        return NULL;
+    }
+    if (put_str(&b, s) < 0)
+        return fail_buf(&b);
+    return finish(&b);
+}
+
+static PyObject *mod_json_latin1(PyObject *module, PyObject *s)
+{
+    char stack[STACK_BYTES];
+    Buf b = {stack, 0, sizeof stack, NULL};
+    (void)module;
+    if (!PyBytes_Check(s)) {
+        PyErr_Format(PyExc_TypeError, "json_latin1: expected bytes, got %.80s", Py_TYPE(s)->tp_name);
+        return NULL;
+    }
+    if (put_latin1(&b, (const unsigned char *)PyBytes_AS_STRING(s), PyBytes_GET_SIZE(s)) < 0)
+        return fail_buf(&b);
+    return finish(&b);
+}
+
+static PyMethodDef methods[] = {
+    {"json_str", (PyCFunction)mod_json_str, METH_O, "json_str(s) -> bytes: the easyjson string literal (UTF-8)."},
+    {"json_latin1", (PyCFunction)mod_json_latin1, METH_O,
+     "json_latin1(b) -> bytes: the easyjson string literal of bytes read as ISO-8859-1 (UTF-8)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef moduledef = {
+    PyModuleDef_HEAD_INIT, "sparkcdc.codec._canaljson", "canal-json row messages rendered in C.", -1, methods,
+    NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__canaljson(void)
+{
+    PyObject *m;
+    init_escape_table();
+    if (PyType_Ready(&ColumnsType) < 0)
+        return NULL;
+    m = PyModule_Create(&moduledef);
+    if (m == NULL)
+        return NULL;
+    Py_INCREF(&ColumnsType);
+    if (PyModule_AddObject(m, "Columns", (PyObject *)&ColumnsType) < 0) {
+        Py_DECREF(&ColumnsType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    if (PyModule_AddIntConstant(m, "R_INT", R_INT) < 0 || PyModule_AddIntConstant(m, "R_DOUBLE", R_DOUBLE) < 0
+        || PyModule_AddIntConstant(m, "R_DECIMAL", R_DECIMAL) < 0
+        || PyModule_AddIntConstant(m, "R_BYTES", R_BYTES) < 0 || PyModule_AddIntConstant(m, "R_STR", R_STR) < 0
+        || PyModule_AddIntConstant(m, "R_ENUM", R_ENUM) < 0 || PyModule_AddIntConstant(m, "R_OTHER", R_OTHER) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

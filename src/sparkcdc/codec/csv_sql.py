@@ -53,6 +53,8 @@ class TableRecordSQL:
     """The (one, integer) handle-key column, quoted."""
     key_field: int
     """The position of the handle-key field in a record (its text is the key's ``key_token``)."""
+    key_head: str = ""
+    """When the key is the first column: the constant text every record starts with, up to the key."""
 
 
 @dataclass(frozen=True)
@@ -144,7 +146,8 @@ class ServerCSV:
         d = sql_string(self.delimiter)
         record = f"CONCAT({f', {d}, '.join([sql_string(self.delimiter.join(head)), *parts])}, {sql_string(self.terminator)})"
         key = _ident(info.columns[idx[0]].name)
-        return TableRecordSQL(record, " AND ".join(exact) or "1", key, len(head) + idx[0]), ""
+        key_head = self.delimiter.join(head) + self.delimiter if idx[0] == 0 else ""
+        return TableRecordSQL(record, " AND ".join(exact) or "1", key, len(head) + idx[0], key_head), ""
 
     def decoder(self) -> CSVDecoder:
         """A decoder of these records (for reading a record's key back)."""
@@ -174,10 +177,21 @@ def split_records(blob: bytes, quote: bytes, terminator: bytes) -> list[bytes]:
     return out
 
 
-def record_keys(records: list[bytes], decoder: CSVDecoder, key_field: int) -> list[str]:
-    """The handle-key text of each record (``split_records``'s output)."""
+def record_keys(records: list[bytes], decoder: CSVDecoder, key_field: int, key_head: str = "") -> list[str]:
+    """The handle-key text of each record (``split_records``'s output).
+
+    With ``key_head`` (the key is the first column) the key is the text between that constant
+    head and the next delimiter; otherwise each record is parsed.
+    """
     out = []
+    head = key_head.encode("utf-8", "surrogateescape")
+    delim = decoder.delimiter.encode()
+    start = len(head)
     for r in records:
+        if head and r.startswith(head):
+            end = r.find(delim, start)
+            out.append(r[start : end if end >= 0 else len(r) - len(decoder.terminator)].decode())
+            continue
         fields = next(decoder.records(r))
         text = fields[key_field][0]
         if text is None:

@@ -478,6 +478,7 @@ def _stage_chunk(spec: SnapshotTaskSpec, st: RangeState, info: TableInfo, base: 
         "table": st.table,
         "table_version": info.version,
         "key_field": spec.rendered[f"{st.schema}\x00{st.table}"]["key_field"],
+        "key_head": spec.rendered[f"{st.schema}\x00{st.table}"]["key_head"],
         "pieces": pieces,
         "csv": csv,
     }
@@ -1187,7 +1188,7 @@ def _without_touched(
         raise SchemaError(f"the staged snapshot file {entry[4]} of {schema}.{table} is missing")
     server = ServerCSV(**meta["csv"])
     records = split_records(data, server.quote.encode(), server.terminator.encode())
-    keys = record_keys(records, server.decoder(), int(meta["key_field"]))
+    keys = record_keys(records, server.decoder(), int(meta["key_field"]), meta["key_head"])
     kept = [r for r, k in zip(records, keys, strict=True) if (schema, table, k) not in touched]
     name = os.path.basename(entry[4]).rsplit(".", 1)[0] + "-kept"
     staged = (

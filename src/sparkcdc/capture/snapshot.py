@@ -547,12 +547,16 @@ def _pct(sql: str) -> str:
     return sql.replace("%", "%%")
 
 
-def records_session(conn: Any) -> int:
-    """Let GROUP_CONCAT return up to ``max_allowed_packet`` bytes; that limit."""
+RENDERED_CHUNK_MAX_BYTES = 64 << 20
+"""The most a rendered chunk may hold by default (the upstream builds it in memory, once per reading task)."""
+
+
+def records_session(conn: Any, cap: int = RENDERED_CHUNK_MAX_BYTES) -> int:
+    """Let GROUP_CONCAT return a whole rendered chunk; the byte limit of one (``max_allowed_packet``, at most ``cap``)."""
     with conn.cursor() as cur:
         cur.execute("SELECT @@max_allowed_packet")
         row = cur.fetchone()
-        limit = int(row[0]) if row else 16 << 20
+        limit = min(int(row[0]) if row else 16 << 20, cap)
         cur.execute("SET SESSION group_concat_max_len = %s", [limit])
     return limit
 

@@ -301,6 +301,9 @@ class SnapshotTaskSpec:
     upstream renders; ``csv`` → the ``ServerCSV`` fields of those records."""
     sink: Any = None
     """The storage sink the rendered records are staged in (with ``rendered``)."""
+    rendered_max_bytes: int = 64 << 20
+    """The most one rendered chunk may hold (``capture.snapshot.RENDERED_CHUNK_MAX_BYTES``); a larger
+    chunk is read again as half as many rows."""
 
     def info(self, schema: str, table: str) -> TableInfo:
         """The shape of a snapshotted table."""
@@ -432,7 +435,7 @@ def _chunk_reader(
     if rec_fields is None:
         return read_rows
     rec = TableRecordSQL(**rec_fields)
-    max_bytes = cs.records_session(conn)
+    max_bytes = cs.records_session(conn, spec.rendered_max_bytes)
     limit = spec.chunk_size
 
     def read_rendered(after: Any, upto: Any) -> tuple[Any, bool]:
@@ -619,6 +622,8 @@ class SnapshotOptions:
     progress_interval_s: float = 1.0
     upstream_render: bool = True
     """Let the upstream render the CSV records of a CSV storage sink's tables (``codec.csv_sql``)."""
+    rendered_max_bytes: int = 64 << 20
+    """The most one rendered chunk may hold (the upstream builds it in memory)."""
 
 
 class InitialSnapshot:
@@ -832,6 +837,7 @@ class InitialSnapshot:
             epoch=epoch,
             rendered=self._rendered_tables(writer, tables),
             sink=writer.sink if writer is not None else None,
+            rendered_max_bytes=self.options.rendered_max_bytes,
         )
         stop = threading.Event()
         monitor = threading.Thread(

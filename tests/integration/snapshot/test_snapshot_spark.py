@@ -230,18 +230,22 @@ def test_a_csv_storage_sink_gets_upstream_rendered_chunks_corrected_to_the_hando
         # every 7th DOUBLE needs an exponent in Go's form: those rows are read row by row
         f"INSERT INTO `{db}`.t SELECT seq, CONCAT('v\"', seq, ',\\r\\n'), IF(seq % 7, seq / 3, seq * 1e9) "
         f"FROM `{db}`.seq_1_to_3000",
-        # 3 KB rows: a chunk of 400 is more than file-size (1 MiB) and is staged as several files
+        # chunks of 400 rows of 3 KB (1.2 MB) are staged as two files (file-size 1 MiB); of 6 KB rows
+        # (2.4 MB) are more than a rendered chunk may hold (2 MB here): read again as 200 rows
         f"CREATE TABLE `{db}`.quiet (id BIGINT PRIMARY KEY, n INT, pad TEXT)",
         f"INSERT INTO `{db}`.quiet SELECT seq, seq, REPEAT('p', 3000) FROM `{db}`.seq_1_to_500",
+        f"CREATE TABLE `{db}`.wide (id BIGINT PRIMARY KEY, pad TEXT)",
+        f"INSERT INTO `{db}`.wide SELECT seq, REPEAT('w', 6000) FROM `{db}`.seq_1_to_500",
     )
     cfg = ReplicaConfig.from_dict(
         {"filter": {"rules": [f"{db}.*"]}, "sink": {"csv": {"include-commit-ts": True}}}
     )
     out = tmp_path / "out"
     sink = create_sink(f"file://{out}?protocol=csv&file-size=1048576", cfg, "snap-rendered")
-    snap = _snapshot(spark, mariadb, db, tmp_path, options=SnapshotOptions(chunk_size=400), time_zone="UTC")
+    options = SnapshotOptions(chunk_size=400, rendered_max_bytes=2_000_000)
+    snap = _snapshot(spark, mariadb, db, tmp_path, options=options, time_zone="UTC")
     writer = BatchWriter(sink, str(tmp_path / "spark"), snap.history_path, "snap-rendered", lambda r: None)
-    at_s = _state(mariadb, db, ["t", "quiet"])
+    at_s = _state(mariadb, db, ["t", "quiet", "wide"])
     mariadb.execute(
         f"UPDATE `{db}`.t SET v = 'changed' WHERE id IN (5, 1500, 2999)",
         f"UPDATE `{db}`.t SET d = 1e300 WHERE id = 8",
@@ -266,7 +270,7 @@ def test_a_csv_storage_sink_gets_upstream_rendered_chunks_corrected_to_the_hando
             got.setdefault(table, Counter())[cs.key_token(rec.values)] += 1
     assert got == at_s
     assert report["rows_written"] == sum(sum(c.values()) for c in at_s.values())
-    assert per_table["quiet"] >= 3  # 500 rows of 3 KB in chunks of 400, cut at 1 MiB
+    assert per_table["quiet"] >= 3 and per_table["wide"] >= 5
     # every chunk of the quiet table was staged by its range task and published as it was
     spooled = [f for s in snap.store.load_all() for f in s.files]
     assert any(f.endswith(".records.json") for f in spooled) and any(f.endswith(".parquet") for f in spooled)

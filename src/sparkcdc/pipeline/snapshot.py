@@ -918,18 +918,21 @@ class InitialSnapshot:
             if not pending:
                 return rounds
             rounds += 1
-            slots = self.task_slots()
-            n = len(pending) if self.options.parallelism <= 0 else min(len(pending), slots)
-            # Largest first: the long ranges start early.
-            pending.sort(key=lambda s: -(s.estimated_rows - s.rows_copied))
-            log.info("snapshot round %d: %d range(s) in %d task(s)", rounds, len(pending), n)
+            # One task per slot, each reading its ranges one after the other (a Spark task costs ≈ 50 ms
+            # of scheduling and Python worker round trips; ranges are planned to similar sizes).
+            groups = _balanced(
+                [(max(s.estimated_rows - s.rows_copied, 1), s.to_json()) for s in pending],
+                min(len(pending), self.task_slots()),
+            )
+            log.info("snapshot round %d: %d range(s) in %d task(s)", rounds, len(pending), len(groups))
             sc.setJobDescription(f"sparkcdc snapshot {self.changefeed_id}: read {len(pending)} ranges")
 
-            def task(it: Iterable[dict[str, Any]], spec: SnapshotTaskSpec = spec) -> Iterator[str]:
-                for d in it:
-                    yield read_range(spec, RangeState.from_json(d)).stage
+            def task(it: Iterable[list[dict[str, Any]]], spec: SnapshotTaskSpec = spec) -> Iterator[str]:
+                for group in it:
+                    for d in group:
+                        yield read_range(spec, RangeState.from_json(d)).stage
 
-            sc.parallelize([s.to_json() for s in pending], n).mapPartitions(task).collect()
+            sc.parallelize(groups, len(groups)).mapPartitions(task).collect()
 
     def _corrections(self, tables: list[TableInfo]) -> tuple[Offset, Any, int]:
         """(H, DataFrame of first events after S per touched key or None without any, how many keys were touched)."""
@@ -1030,14 +1033,8 @@ class InitialSnapshot:
         sink_messages, rows = self._rendered_chunks(
             writer.sink, [f for f in spooled if f.endswith(RECORDS_SUFFIX)], touched, tables
         )
-        slots = self.task_slots()
-        n = min(len(files), 2 * slots)
-        groups: list[list[str]] = [[] for _ in range(n)]
-        sizes = [0] * n
-        for size, f in sorted(((os.path.getsize(f), f) for f in files), reverse=True):
-            i = sizes.index(min(sizes))
-            groups[i].append(f)
-            sizes[i] += size
+        groups = _balanced([(os.path.getsize(f), f) for f in files], min(len(files), 2 * self.task_slots()))
+        n = len(groups)
         shapes = {(t.schema, t.table): t for t in tables}
         ts = self.handover.ts
         sc = self.spark.sparkContext
@@ -1155,6 +1152,17 @@ class InitialSnapshot:
             .select(*cols)
         )
         return keep.unionByName(back)
+
+
+def _balanced(items: list[tuple[int, Any]], n: int) -> list[list[Any]]:
+    """``n`` groups of the items with about equal total weight, largest first (greedy)."""
+    groups: list[list[Any]] = [[] for _ in range(n)]
+    sizes = [0] * n
+    for weight, item in sorted(items, key=lambda wi: -wi[0]):
+        i = sizes.index(min(sizes))
+        groups[i].append(item)
+        sizes[i] += weight
+    return groups
 
 
 def _spool_rows(

@@ -939,10 +939,10 @@ class InitialSnapshot:
         from pyspark.sql import functions as F
 
         from sparkcdc.capture.reader import Scanner
-        from sparkcdc.capture.start import head_offset
         from sparkcdc.pipeline.plan import split_segments
 
-        head = head_offset(self.up)
+        # From S, which carries its chain state: only (S, H] is read, not the head's whole binlog file.
+        head = Scanner(self.up).head(self.handover)
         snap = {(t.schema, t.table) for t in tables}
         txns = []
         cat = None

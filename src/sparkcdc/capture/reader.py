@@ -105,6 +105,14 @@ class RowReader:
 
     def events(self) -> Iterator[RowChange | Offset]:
         """RowChanges in commit order; an Offset after each transaction and when idle."""
+        for item in self.event_batches():
+            if type(item) is list:
+                yield from item
+            else:
+                yield item  # type: ignore[misc]
+
+    def event_batches(self) -> Iterator[list[RowChange] | Offset]:
+        """``events`` with the RowChanges of each ROWS event as one list (one table, one transaction)."""
         end_key = self.end.key() if self.end is not None else None
         if end_key is not None and self.start.key() >= end_key:
             return
@@ -132,10 +140,16 @@ class RowReader:
                         continue
                     schema, table, version = tm.schema, tm.table, info.version
                     op = item.op
-                    for before, after in rows_event_images(dec, item.body, item.version, op):
-                        yield RowChange(op, schema, table, version, ts, before, after, seq, pos)  # type: ignore[arg-type]
-                        seq += 1
+                    rows = [
+                        RowChange(op, schema, table, version, ts, before, after, n, pos)  # type: ignore[arg-type]
+                        for n, (before, after) in enumerate(
+                            rows_event_images(dec, item.body, item.version, op), seq
+                        )
+                    ]
+                    seq += len(rows)
                     self.stats.rows += 1 if seq else 0
+                    if rows:
+                        yield rows
                 elif isinstance(item, TableMapItem):
                     tm = item.tm
                     cached = self._decoders.get(tm.table_id)

@@ -59,11 +59,20 @@ class BinlogPartition(InputPartition):  # type: ignore[misc]
 
 def iter_segment(partition: BinlogPartition) -> Iterator[tuple[RowChange, TableInfo | None, bool]]:
     """Decode a segment: ``(row, shape it was decoded with, whether that shape is the batch's own)``."""
+    for rows, info, own in iter_segment_batches(partition):
+        for row in rows:
+            yield row, info, own
+
+
+def iter_segment_batches(
+    partition: BinlogPartition,
+) -> Iterator[tuple[list[RowChange], TableInfo | None, bool]]:
+    """``iter_segment`` by ROWS event: the rows of one table and one transaction share the shape."""
     from sparkcdc.capture.offset import Offset
     from sparkcdc.capture.reader import RowReader, TableShapes
     from sparkcdc.capture.upstream import UpstreamConfig
     from sparkcdc.filter import changefeed_filter
-    from sparkcdc.model import RowChange, TableInfo
+    from sparkcdc.model import TableInfo
 
     infos: dict[tuple[str, str], TableInfo] = {}
     for name, d in partition.tables.items():
@@ -80,10 +89,11 @@ def iter_segment(partition: BinlogPartition) -> Iterator[tuple[RowChange, TableI
         time_zone=partition.time_zone,
     )
     last = shapes.last
-    for ev in reader.events():
-        if not isinstance(ev, RowChange):
+    for ev in reader.event_batches():
+        if type(ev) is not list:
             continue
-        key = (ev.schema, ev.table)
+        first = ev[0]
+        key = (first.schema, first.table)
         info = last.get(key)
         yield ev, info, info is None or info is infos.get(key)
 

@@ -142,21 +142,38 @@ class RouteWriters:
             )
         return r
 
+    def _open(self, r: int) -> PartitionWriter:
+        if not self.ctx_tables:
+            for d in self.tables.values():
+                t = TableInfo.from_dict(d)
+                self.ctx_tables[(t.schema, t.table, t.version)] = t
+        ctx = WriterContext(
+            self.changefeed_id, self.batch_id, r, 0, self.ctx_tables, self.segment, self.segments
+        )
+        w = self.writers[r] = self.sink.open_writer(ctx)
+        self.counts[r] = 0
+        return w
+
     def write(self, row: RowChange, info: TableInfo, r: int) -> None:
         """Write one row to route group ``r``."""
         w = self.writers.get(r)
         if w is None:
-            if not self.ctx_tables:
-                for d in self.tables.values():
-                    t = TableInfo.from_dict(d)
-                    self.ctx_tables[(t.schema, t.table, t.version)] = t
-            ctx = WriterContext(
-                self.changefeed_id, self.batch_id, r, 0, self.ctx_tables, self.segment, self.segments
-            )
-            w = self.writers[r] = self.sink.open_writer(ctx)
-            self.counts[r] = 0
+            w = self._open(r)
         w.write(row, info)
         self.counts[r] += 1
+
+    def write_rows(self, rows: list[RowChange], info: TableInfo) -> None:
+        """Write consecutive row changes of one table in one transaction, each to its route group."""
+        if self.custom_route and self.per_row:
+            for row in rows:
+                self.write(row, info, self.sink.route(row, info))
+            return
+        r = self.route(rows[0], info)
+        w = self.writers.get(r)
+        if w is None:
+            w = self._open(r)
+        w.write_rows(rows, info)
+        self.counts[r] += len(rows)
 
     def close(self) -> list[str]:
         """Close every writer: the commit messages (JSON)."""
@@ -213,7 +230,7 @@ def make_segment_writer(
     def write_segments(batches: Iterator[Any]) -> Iterator[Any]:
         import pyarrow as pa
 
-        from sparkcdc.pipeline.source import BinlogPartition, iter_segment
+        from sparkcdc.pipeline.source import BinlogPartition, iter_segment_batches
 
         msgs: list[str] = []
         for rb in batches:
@@ -222,13 +239,13 @@ def make_segment_writer(
                 out = RouteWriters(sink, tables, changefeed_id, batch_id, part.index, part.count)
                 fallback: dict[tuple[str, str], TableInfo] = {}
                 try:
-                    for row, info, _own in iter_segment(part):
+                    for rows, info, _own in iter_segment_batches(part):
                         if info is None:
-                            key = (row.schema, row.table)
+                            key = (rows[0].schema, rows[0].table)
                             info = fallback.get(key)
                             if info is None:
                                 info = fallback[key] = TableInfo.from_dict(tables[key])
-                        out.write(row, info, out.route(row, info))
+                        out.write_rows(rows, info)
                     msgs.extend(out.close())
                 except BaseException:
                     out.abort()

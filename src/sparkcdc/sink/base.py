@@ -63,6 +63,11 @@ class PartitionWriter(ABC):
     def write(self, row: RowChange, table: TableInfo) -> None:
         """Add one row change (buffering is allowed)."""
 
+    def write_rows(self, rows: list[RowChange], table: TableInfo) -> None:
+        """``write`` each of ``rows``: consecutive row changes of one table in one transaction."""
+        for row in rows:
+            self.write(row, table)
+
     @abstractmethod
     def close(self) -> dict[str, Any]:
         """Make everything written durable; return a small JSON-able commit message."""

@@ -83,11 +83,19 @@ def person_table(schema: str = "test", table: str = "person", version: int = 1) 
 
 
 def run_batch(
-    sink: Any, items: list[tuple[Any, Any]], batch_id: int, checkpoint_ts: int, commit: bool = True
+    sink: Any,
+    items: list[tuple[Any, Any]],
+    batch_id: int,
+    checkpoint_ts: int,
+    commit: bool = True,
+    by_event: bool = False,
 ) -> list[dict[str, Any]]:
     """What the pipeline does with one batch: group by route(), sort, write, close every writer, commit.
 
     ``commit=False`` is a batch whose driver died before committing (it will be re-sent).
+    ``by_event=True`` hands each writer its consecutive rows of one table through ``write_rows`` (as
+    the segment writer does with a ROWS event's rows) instead of ``write``; such a run may span
+    transactions here, which ``write_rows`` must handle row by row.
     """
     from sparkcdc.sink.base import WriterContext
 
@@ -99,8 +107,19 @@ def run_batch(
     messages = []
     for g, rows in sorted(groups.items()):
         w = sink.open_writer(WriterContext("cf", batch_id, g))
-        for row, table in sorted(rows, key=lambda rt: (rt[0].commit_ts, rt[0].seq)):
-            w.write(row, table)
+        ordered = sorted(rows, key=lambda rt: (rt[0].commit_ts, rt[0].seq))
+        if by_event:
+            run: list[Any] = []
+            for row, table in ordered:
+                if run and (run[0][0].table, run[0][1]) != (row.table, table):
+                    w.write_rows([r for r, _ in run], run[0][1])
+                    run = []
+                run.append((row, table))
+            if run:
+                w.write_rows([r for r, _ in run], run[0][1])
+        else:
+            for row, table in ordered:
+                w.write(row, table)
         messages.append(w.close())
     if commit:
         sink.commit(batch_id, messages, checkpoint_ts)

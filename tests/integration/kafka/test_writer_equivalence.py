@@ -2,7 +2,7 @@
 
 For each dispatcher kind, randomized transactions (inserts, updates, key-changing
 updates, deletes, two tables) go through ``route()`` + ``open_writer().write/close``
-on a real broker. The expected partitions' contents are computed row by row with
+(or ``write_rows`` with a transaction's consecutive rows of one table) on a real broker. The expected partitions' contents are computed row by row with
 the public per-row helpers (``expand``, ``destination``) and the reference
 canal-json encoder, applying spec §7's split-and-reorder rule per transaction.
 """
@@ -135,8 +135,9 @@ def expected_partitions(
         ("columns", False),
     ],
 )
+@pytest.mark.parametrize("by_event", [False, True], ids=["write", "write_rows"])
 def test_writer_sends_what_the_per_row_rules_say(
-    tansu: LocalTansu, topic: str, dispatch: str, extension: bool
+    tansu: LocalTansu, topic: str, dispatch: str, extension: bool, by_event: bool
 ) -> None:
     rule = f'partition = "{dispatch}"' + (', columns = ["sku"]' if dispatch == "columns" else "")
     toml = f'[sink]\ndispatchers = [{{matcher = ["shop.items"], {rule}}}]\n'
@@ -149,7 +150,7 @@ def test_writer_sends_what_the_per_row_rules_say(
     for row, table in rows:
         t, p = sink.destination(sink.expand(row, table)[0], table)
         assert sink.route(row, table) == writer_group(t, p, sink.num_writers)
-    messages = run_batch(sink, rows, 1, rows[-1][0].commit_ts)
+    messages = run_batch(sink, rows, 1, rows[-1][0].commit_ts, by_event=by_event)
     sent = sum(m["messages"] for m in messages)
     want = expected_partitions(sink, rows, extension)
     assert sent == sum(len(v) for v in want.values()) > len(rows)  # some UPDATEs were split

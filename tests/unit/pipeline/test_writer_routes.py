@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pyarrow as pa
@@ -9,7 +10,7 @@ import pyarrow as pa
 from sparkcdc.config.replica import ReplicaConfig
 from sparkcdc.model import ColumnInfo, IndexInfo, RowChange, TableInfo
 from sparkcdc.pipeline.serde import COLUMNS, dump_images
-from sparkcdc.pipeline.writer import make_router, make_writer
+from sparkcdc.pipeline.writer import RouteWriters, make_router, make_writer
 from sparkcdc.sink.base import PartitionWriter, Sink, WriterContext
 
 
@@ -93,3 +94,27 @@ def test_the_writer_routes_rows_itself_when_the_batch_has_no_route_column() -> N
     assert sorted(sink.written) == [0, 3]
     assert [i for _, i in sink.written[0]] == [i for i in range(12) if i % 3]
     assert [i for _, i in sink.written[3]] == [i for i in range(12) if i % 3 == 0]
+
+
+def _rows(table: str, ids: range) -> list[RowChange]:
+    return [RowChange("I", "s", table, 1, 100, None, (i, "x"), i) for i in ids]
+
+
+def test_write_rows_routes_a_table_run_once_and_keeps_the_order() -> None:
+    sink = RecordingSink(per_row=False)
+    out = RouteWriters(sink, TABLES, "cf", 0)
+    out.write_rows(_rows("a", range(5)), _table("a"))
+    out.write_rows(_rows("b", range(5, 8)), _table("b"))
+    out.write_rows(_rows("a", range(8, 10)), _table("a"))
+    assert sink.route_calls == 2, "one route() call per table"
+    assert sink.written == {0: [("a", i) for i in (0, 1, 2, 3, 4, 8, 9)], 3: [("b", 5), ("b", 6), ("b", 7)]}
+    assert {json.loads(m)["route"]: json.loads(m)["rows"] for m in out.close()} == {0: 7, 3: 3}
+
+
+def test_write_rows_routes_each_row_when_the_route_depends_on_the_row() -> None:
+    sink = RecordingSink(per_row=True)
+    out = RouteWriters(sink, TABLES, "cf", 0)
+    out.write_rows(_rows("a", range(8)), _table("a"))
+    assert sink.route_calls == 8
+    assert sink.written == {r: [("a", i) for i in range(8) if i % 4 == r] for r in range(4)}
+    assert sum(json.loads(m)["rows"] for m in out.close()) == 8

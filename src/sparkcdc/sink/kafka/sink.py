@@ -333,6 +333,35 @@ class KafkaPartitionWriter(PartitionWriter):
                 return
         self._txn.append((row, table, tr))
 
+    def write_rows(self, rows: list[RowChange], table: TableInfo) -> None:
+        """``write`` for consecutive rows of one table in one transaction (one route lookup)."""
+        first = rows[0]
+        if first.commit_ts != self._txn_ts:
+            if self._txn:
+                self._flush_txn()
+            self._txn_ts = first.commit_ts
+        if rows[-1].commit_ts != first.commit_ts:  # not one transaction after all: row by row
+            for row in rows:
+                self.write(row, table)
+            return
+        tr = self._routes.get((first.schema, first.table, id(table)))
+        if tr is None or tr.table is not table:
+            tr = self._route_of(first, table)
+        self.rows += len(rows)
+        txn = self._txn
+        split = self.sink.split
+        key_indexes = tr.key_indexes
+        for row in rows:
+            if row.op == "U":
+                parts = split(row, table, key_indexes)
+                if parts is not None:
+                    # spec §7: a key-changing UPDATE becomes DELETE + INSERT, the transaction is reordered
+                    for part in parts:
+                        txn.append((part, table, tr))
+                    self._txn_split = True
+                    continue
+            txn.append((row, table, tr))
+
     def _flush_txn(self) -> None:
         txn = self._txn
         if self._txn_split:

@@ -100,7 +100,10 @@ class ServerCSV:
         idx = info.handle_key_index
         if len(idx) != 1 or info.columns[idx[0]].type not in INT_TYPES:
             return None, "its handle key is not one integer column"
-        utc = time_zone.upper() in ("UTC", "+00:00", "Z", "GMT")
+        from sparkcdc.capture.rowcodec import TimestampRenderer
+
+        # The reading session runs in UTC: TIMESTAMP's text is the rendering only in UTC.
+        utc = TimestampRenderer(time_zone).utc
         q, qq = self.quote, self.quote * 2
         head = [q + v.replace(q, qq) + q for v in ("I", info.table, info.schema)]
         if self.include_commit_ts:
@@ -129,7 +132,7 @@ class ServerCSV:
                 value = f"{q_lit}, {col}, {q_lit}"  # digits, signs, '-', ':', '.', ' ' only
             elif t in _QUOTED_TEXT:
                 text = col if (c.charset or "utf8mb4") == "utf8mb4" else f"CONVERT({col} USING utf8mb4)"
-                value = f"{q_lit}, REPLACE({text}, {q_lit}, {sql_string(self.quote * 2)}), {q_lit}"
+                value = f"{q_lit}, REPLACE({text}, {q_lit}, {sql_string(qq)}), {q_lit}"
             elif t in BLOB_TYPES:
                 enc = (
                     f"LOWER(HEX({col}))"

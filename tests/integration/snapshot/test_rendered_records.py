@@ -144,6 +144,7 @@ def test_a_float_column_or_a_composite_key_is_read_row_by_row(mariadb: LocalMari
         f"CREATE TABLE `{fresh_db}`.f (id INT PRIMARY KEY, f FLOAT)",
         f"CREATE TABLE `{fresh_db}`.ck (a INT, b INT, PRIMARY KEY (a, b))",
         f"CREATE TABLE `{fresh_db}`.vk (a VARCHAR(10) PRIMARY KEY)",
+        f"CREATE TABLE `{fresh_db}`.ts (id INT PRIMARY KEY, t TIMESTAMP NULL)",
     )
     server, _ = ServerCSV.from_encoder(CSVEncoder())
     assert server is not None
@@ -152,6 +153,10 @@ def test_a_float_column_or_a_composite_key_is_read_row_by_row(mariadb: LocalMari
     for t in ("ck", "vk"):
         rec, why = server.table(_info(mariadb, fresh_db, t), 1, "UTC")
         assert rec is None and "handle key" in why
+    # the reading session runs in UTC: a TIMESTAMP's text is its rendering only there
+    assert server.table(_info(mariadb, fresh_db, "ts"), 1, "+00:00")[0] is not None
+    rec, why = server.table(_info(mariadb, fresh_db, "ts"), 1, "Asia/Shanghai")
+    assert rec is None and "'t' (timestamp)" in why
 
 
 def test_options_the_upstream_cannot_render_are_refused() -> None:

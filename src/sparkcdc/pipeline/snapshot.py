@@ -465,24 +465,25 @@ def _chunk_reader(
 def _stage_chunk(spec: SnapshotTaskSpec, st: RangeState, info: TableInfo, base: str, chunk: Any) -> None:
     """Write a rendered chunk as staged data files of the snapshot batch; the spool records where they are."""
     from sparkcdc.codec.csv_sql import split_records
-    from sparkcdc.sink.storage.writer import stage_records
+    from sparkcdc.sink.storage.writer import cut_records, stage_records
 
     sink, csv = spec.sink, spec.rendered["csv"]
-    records: list[bytes] | bytes = chunk.records
-    if len(chunk.records) > sink.settings.file_size:
+    file_size = sink.settings.file_size
+    pieces = [(chunk.records, chunk.rows)]
+    if len(chunk.records) > file_size:
         records = split_records(chunk.records, csv["quote"].encode(), csv["terminator"].encode())
+        pieces = cut_records(records, file_size)
     name = f"r{st.range_id}-e{spec.epoch}-{st.rows_copied:012d}"
     staged = stage_records(
-        sink.settings, sink.changefeed_id, SNAPSHOT_BATCH_ID, name, info, info.version, records
+        sink.settings, sink.changefeed_id, SNAPSHOT_BATCH_ID, name, info, info.version, pieces
     )
-    pieces = [{"entry": entry, "rows": chunk.rows if count < 0 else count} for entry, count in staged]
     meta = {
         "schema": st.schema,
         "table": st.table,
         "table_version": info.version,
         "key_field": spec.rendered[f"{st.schema}\x00{st.table}"]["key_field"],
         "key_head": spec.rendered[f"{st.schema}\x00{st.table}"]["key_head"],
-        "pieces": pieces,
+        "pieces": [{"entry": entry, "rows": count} for entry, count in staged],
         "csv": csv,
     }
     path = os.path.join(spec.spool_dir, base + RECORDS_SUFFIX)
@@ -1191,7 +1192,7 @@ def _without_touched(
     The new files have new names, so a retried task finds the original piece unchanged.
     """
     from sparkcdc.codec.csv_sql import ServerCSV, record_keys, split_records
-    from sparkcdc.sink.storage.writer import stage_records
+    from sparkcdc.sink.storage.writer import cut_records, stage_records
 
     with open(path) as f:
         meta = json.load(f)
@@ -1213,7 +1214,7 @@ def _without_touched(
             name,
             shapes[(schema, table)],
             int(meta["table_version"]),
-            kept,
+            cut_records(kept, sink.settings.file_size),
         )
         if kept
         else []

@@ -272,6 +272,22 @@ def publish_staged(settings: StorageSettings, staged: list[list[Any]]) -> list[s
     return published
 
 
+def cut_records(records: list[bytes], file_size: int) -> list[tuple[bytes, int]]:
+    """Encoded records joined into pieces of at most ``file_size`` bytes (a longer record stands alone)."""
+    pieces: list[tuple[bytes, int]] = []
+    cut: list[bytes] = []
+    size = 0
+    for r in records:
+        if cut and size + len(r) > file_size:
+            pieces.append((b"".join(cut), len(cut)))
+            cut, size = [], 0
+        cut.append(r)
+        size += len(r)
+    if cut:
+        pieces.append((b"".join(cut), len(cut)))
+    return pieces
+
+
 def stage_records(
     settings: StorageSettings,
     changefeed_id: str,
@@ -279,31 +295,16 @@ def stage_records(
     name: str,
     info: TableInfo,
     version: int,
-    records: list[bytes] | bytes,
+    pieces: list[tuple[bytes, int]],
 ) -> list[tuple[list[Any], int]]:
-    """Executor: write encoded records of one table as staged data files; ``(staged entry, records)`` each.
+    """Executor: write ``(encoded records, how many)`` pieces of one table as staged data files.
 
-    ``records`` is one blob or a list of records; a list longer than ``file-size`` in bytes is cut
-    into several files at record boundaries. The files get their numbers when the batch commits
-    (``publish_staged``), like the files of parallel segments.
+    Returns ``(staged entry, records)`` per file. The files get their numbers when the batch
+    commits (``publish_staged``), like the files of parallel segments.
     """
     backend = settings.backend
     resolved = ensure_table_schema(backend, info, version, settings.output_column_id)
     date = date_str(settings.date_separator)
-    pieces: list[tuple[bytes, int]] = []
-    if isinstance(records, bytes):
-        pieces.append((records, -1))
-    else:
-        cut: list[bytes] = []
-        size = 0
-        for r in records:
-            if cut and size + len(r) > settings.file_size:
-                pieces.append((b"".join(cut), len(cut)))
-                cut, size = [], 0
-            cut.append(r)
-            size += len(r)
-        if cut:
-            pieces.append((b"".join(cut), len(cut)))
     out = []
     for i, (data, n) in enumerate(pieces):
         path = f"{staging_dir(changefeed_id, batch_id)}/{name}-{i:04d}.{settings.extension}"

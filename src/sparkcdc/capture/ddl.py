@@ -7,10 +7,13 @@ normalised the way MariaDB 10.11 stores it (default display widths, charset
 inheritance, binary charsets, ``DEFAULT`` values as the server prints them), so a
 tracked table equals the table the server reports.
 
-sqlglot drops facts we need (display widths, ``BINARY`` attributes, MariaDB's
-JSON check, charset introducers), so this is a small hand-written tokenizer and
-recursive-descent parser that understands exactly the DDL subset a schema
-tracker needs and fails loudly on anything else that changes a table.
+The project has its own parser rather than a general SQL parser (sqlglot keeps
+display widths, ``BINARY`` attributes, the JSON check and charset introducers
+too) because its output is checked against the binlog: it must produce exactly
+the normalised column types the table map of every ROWS event is compared with,
+and it must fail loudly on anything it does not understand that changes a table,
+never guess. So this is a small hand-written tokenizer and recursive-descent
+parser for exactly the DDL subset a schema tracker needs.
 """
 
 from __future__ import annotations

@@ -99,6 +99,18 @@ class SinkUnavailable(TransientError):
     code = "CDC:ErrSinkUnavailable"
 
 
+class StateStorageError(PermanentError):
+    """The changefeed's data dir (``--data-dir``) cannot be used: missing, not writable, bad credentials."""
+
+    code = "CDC:ErrStateStorage"
+
+
+class StateStorageUnavailable(TransientError):
+    """The changefeed's data dir cannot be reached right now (object store down, timeout)."""
+
+    code = "CDC:ErrStateStorageUnavailable"
+
+
 class MessageTooLargeError(SinkError):
     """An encoded message is larger than max-message-bytes."""
 
@@ -145,6 +157,7 @@ HTTP_STATUS: dict[type[SparkCdcError], int] = {
     UpstreamSetupError: 400,
     UpstreamUnavailable: 503,
     SinkUnavailable: 503,
+    StateStorageUnavailable: 503,
 }
 
 

@@ -51,6 +51,29 @@ class SchemaHistoryStore(Protocol):
         ...
 
 
+def parse_history_lines(data: bytes, where: str) -> list[dict[str, Any]]:
+    """The complete JSON lines of a history file's bytes; a torn last line (crash mid-write) is dropped."""
+    lines = data.split(b"\n")
+    out: list[dict[str, Any]] = []
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
+        last = i == len(lines) - 1  # no newline after it: the write was cut short
+        try:
+            entry = orjson.loads(line)
+        except orjson.JSONDecodeError as e:
+            if last:
+                break
+            raise SchemaError(
+                f"schema history file {where} is corrupt at line {i + 1}: {e}; restore it from a "
+                "backup or remove it and restart the changefeed from a new snapshot"
+            ) from e
+        if last:
+            break
+        out.append(entry)
+    return out
+
+
 class FileSchemaHistoryStore:
     """A JSON-lines file; each append is fsynced. A torn last line (crash mid-write) is dropped."""
 
@@ -63,25 +86,7 @@ class FileSchemaHistoryStore:
             data = self.path.read_bytes()
         except FileNotFoundError:
             return []
-        lines = data.split(b"\n")
-        out: list[dict[str, Any]] = []
-        for i, line in enumerate(lines):
-            if not line.strip():
-                continue
-            last = i == len(lines) - 1  # no newline after it: the write was cut short
-            try:
-                entry = orjson.loads(line)
-            except orjson.JSONDecodeError as e:
-                if last:
-                    break
-                raise SchemaError(
-                    f"schema history file {self.path} is corrupt at line {i + 1}: {e}; restore it from a "
-                    "backup or remove it and restart the changefeed from a new snapshot"
-                ) from e
-            if last:
-                break
-            out.append(entry)
-        return out
+        return parse_history_lines(data, str(self.path))
 
     def append(self, entries: list[dict[str, Any]]) -> None:
         """Append entries as JSON lines and fsync (a torn tail is cut off first)."""

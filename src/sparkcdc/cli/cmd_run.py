@@ -32,7 +32,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument(
         "--data-dir",
         default=os.environ.get("SPARKCDC_DATA_DIR", "sparkcdc-data"),
-        help="where checkpoints and schema history live (default ./sparkcdc-data)",
+        help="where the changefeed's state lives: a local path (a shared mount on a cluster) or "
+        "s3://bucket/prefix?endpoint=...&access-key=...&secret-access-key=..., gcs://..., azure://... "
+        "(default ./sparkcdc-data)",
     )
     p.add_argument("--master", default=None, help="Spark master (default local[*]; e.g. spark://host:7077)")
     p.add_argument(
@@ -66,6 +68,9 @@ def build_spec(args: argparse.Namespace) -> object:
     from sparkcdc.sink import create_sink
 
     create_sink(args.sink_uri, cfg, cid)  # validates the URI and sink options before Spark starts
+    from sparkcdc.pipeline.state import StateDir
+
+    state = StateDir.parse(args.data_dir)  # its URL is checked here, its storage once the upstream answered
     return ChangefeedSpec(
         changefeed_id=cid,
         upstream_uri=args.upstream_uri,
@@ -75,7 +80,7 @@ def build_spec(args: argparse.Namespace) -> object:
         target_ts=args.target_ts,
         start_position=args.start_position,
         start_gtid=args.start_gtid,
-        checkpoint_dir=os.path.abspath(os.path.join(args.data_dir, cid)),
+        checkpoint_dir=state.join(cid),
         trigger_interval=args.trigger_interval,
     )
 
@@ -85,10 +90,15 @@ def run(args: argparse.Namespace) -> int:
     from sparkcdc.capture.upstream import UpstreamConfig, check_upstream
     from sparkcdc.pipeline.changefeed import Progress, start_changefeed
     from sparkcdc.pipeline.spark import get_spark
+    from sparkcdc.pipeline.state import StateDir
 
     spec = build_spec(args)
+    state_display = StateDir.parse(spec.checkpoint_dir).display  # type: ignore[attr-defined]
     # Reach the upstream (address, credentials, binlog settings) before Spark starts.
     check_upstream(UpstreamConfig.from_uri(args.upstream_uri))
+    StateDir.parse(
+        args.data_dir
+    ).check()  # a file, unwritable, no bucket, no credentials: before Spark starts
     tty = sys.stderr.isatty()
     last_print = [0.0]
 
@@ -134,7 +144,7 @@ def run(args: argparse.Namespace) -> int:
             backoff = min(backoff * 2, 60.0)
             continue
         started_once = True
-        print(f"changefeed {spec.changefeed_id} started; data dir {spec.checkpoint_dir}", file=sys.stderr)  # type: ignore[attr-defined]
+        print(f"changefeed {spec.changefeed_id} started; data dir {state_display}", file=sys.stderr)  # type: ignore[attr-defined]
         try:
             while True:
                 if running.wait(timeout=1.0):

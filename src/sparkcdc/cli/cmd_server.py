@@ -61,7 +61,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument(
         "--lease-seconds", type=float, default=10.0, help="changefeed lease length (default %(default)s)"
     )
-    p.add_argument("--data-dir", default=None, help="where Spark checkpoints of running changefeeds live")
+    p.add_argument(
+        "--data-dir",
+        default=None,
+        help="where running changefeeds keep their state: a local path (a shared mount on a cluster) or "
+        "s3://bucket/prefix?..., gcs://..., azure://... (default: a folder in the temp dir)",
+    )
     p.add_argument("--advertise-addr", default=None, help="HOST:PORT other tools see (default: --listen)")
     p.add_argument(
         "--max-changefeeds",

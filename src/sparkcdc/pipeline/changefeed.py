@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import threading
 import time
 from collections import deque
@@ -26,6 +25,7 @@ from sparkcdc.config.uri import redact_uri
 from sparkcdc.errors import SparkCdcError, TransientError
 from sparkcdc.model.ts import physical_ms
 from sparkcdc.pipeline.plan import SourceSpec
+from sparkcdc.pipeline.state import StateDir, open_history_store, spark_checkpoint_location, split_location
 from sparkcdc.pipeline.writer import BatchResult, BatchWriter
 from sparkcdc.sink import create_sink
 from sparkcdc.sink.base import Sink
@@ -74,10 +74,6 @@ class Progress:
     snapshot_eta_s: float | None = None
 
 
-def _state_path(checkpoint_dir: str, name: str) -> str:
-    return os.path.join(checkpoint_dir, name)
-
-
 def resolve_start(
     up: UpstreamConfig,
     checkpoint_dir: str,
@@ -89,10 +85,10 @@ def resolve_start(
     from sparkcdc.capture.start import head_offset, offset_for_gtid, offset_for_position, offset_for_ts
     from sparkcdc.errors import ConfigError
 
-    path = _state_path(checkpoint_dir, "start.json")
-    if os.path.exists(path):
-        with open(path) as f:
-            return Offset.from_json(json.load(f))
+    state = StateDir.parse(checkpoint_dir)
+    saved = state.read_json("start.json")
+    if saved is not None:
+        return Offset.from_json(saved)
     if start_position:
         file, sep, pos = start_position.rpartition(":")
         if not sep or not pos.isdigit():
@@ -104,13 +100,7 @@ def resolve_start(
         start = offset_for_gtid(up, start_gtid)
     else:
         start = offset_for_ts(up, start_ts) if start_ts is not None else head_offset(up)
-    os.makedirs(checkpoint_dir, exist_ok=True)
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(start.to_json(), f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    state.write_json("start.json", start.to_json())
     return start
 
 
@@ -131,15 +121,16 @@ def bootstrap_history(
     comes from ``SHOW MASTER STATUS``, which costs no scan of the current binlog file.
     """
     from sparkcdc.capture.catalog import SchemaCatalog
-    from sparkcdc.capture.schema_history import FileSchemaHistoryStore, SchemaHistory
+    from sparkcdc.capture.schema_history import SchemaHistory
     from sparkcdc.capture.upstream import master_status
 
-    marker = history_path + ".bootstrap.json"
-    store = FileSchemaHistoryStore(history_path)
-    if store.load() and os.path.exists(marker):
-        with open(marker) as f:
-            m = json.load(f)
-        return int(m.get("ts", 0)), ([m["file"], int(m["pos"])] if "file" in m else None)
+    folder, name = split_location(history_path)
+    marker = name + ".bootstrap.json"
+    store = open_history_store(history_path)
+    if store.load():
+        m = folder.read_json(marker)
+        if m is not None:
+            return int(m.get("ts", 0)), ([m["file"], int(m["pos"])] if "file" in m else None)
     history = SchemaHistory.open(store)
     conn = up.connect()
     try:
@@ -151,8 +142,7 @@ def bootstrap_history(
     finally:
         conn.close()
     history.bootstrap(catalog, start.ts)
-    with open(marker, "w") as f:
-        json.dump({"ts": ts, "file": file, "pos": pos}, f)
+    folder.write_json(marker, {"ts": ts, "file": file, "pos": pos})
     return ts, [file, pos]
 
 
@@ -168,6 +158,7 @@ class RunningChangefeed:
         on_progress: Callable[[Progress], None] | None,
     ) -> None:
         self.spec = spec
+        self.state = StateDir.parse(spec.checkpoint_dir)
         self.sink = sink
         self.up = up
         self.query: Any = None
@@ -185,27 +176,21 @@ class RunningChangefeed:
         self._load_checkpoint()
 
     def _load_checkpoint(self) -> None:
-        path = _state_path(self.spec.checkpoint_dir, "checkpoint.json")
-        if os.path.exists(path):
-            with open(path) as f:
-                d = json.load(f)
+        d = self.state.read_json("checkpoint.json")
+        if d is not None:
             self.checkpoint_ts = int(d["checkpoint_ts"])
             self.last_end = Offset.from_json(d["end"])
             self.rows_total = int(d.get("rows_total", 0))
 
     def _save_checkpoint(self) -> None:
-        path = _state_path(self.spec.checkpoint_dir, "checkpoint.json")
-        tmp = path + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(
-                {
-                    "checkpoint_ts": self.checkpoint_ts,
-                    "end": self.last_end.to_json(),
-                    "rows_total": self.rows_total,
-                },
-                f,
-            )
-        os.replace(tmp, path)
+        self.state.write_json(
+            "checkpoint.json",
+            {
+                "checkpoint_ts": self.checkpoint_ts,
+                "end": self.last_end.to_json(),
+                "rows_total": self.rows_total,
+            },
+        )
 
     def on_commit(self, res: BatchResult) -> None:
         """Called by the batch writer once a batch is durable in the sink."""
@@ -362,26 +347,28 @@ def start_changefeed(
     """Validate, then start the streaming query; raises ConfigError/UpstreamSetupError before starting."""
     if not spec.checkpoint_dir:
         raise ValueError("ChangefeedSpec.checkpoint_dir is required")
+    state = StateDir.parse(spec.checkpoint_dir)
     sink = create_sink(spec.sink_uri, spec.config, spec.changefeed_id)
     up = UpstreamConfig.from_uri(spec.upstream_uri)
     check_upstream(up)
     sink.check()
-    os.makedirs(spec.checkpoint_dir, exist_ok=True)
+    state.check()
     from_head = not (
-        os.path.exists(_state_path(spec.checkpoint_dir, "start.json"))
-        or spec.start_ts is not None
-        or spec.start_position
-        or spec.start_gtid
+        state.exists("start.json") or spec.start_ts is not None or spec.start_position or spec.start_gtid
     )
     start = resolve_start(up, spec.checkpoint_dir, spec.start_ts, spec.start_position, spec.start_gtid)
-    history_path = _state_path(spec.checkpoint_dir, "schema_history.jsonl")
+    history_path = state.join("schema_history.jsonl")
     # A new changefeed without a start point starts at the head resolve_start just read.
     bootstrap_ts, bootstrap_pos = bootstrap_history(up, history_path, start, start if from_head else None)
     cfg = spec.config
+    running = RunningChangefeed(spec, sink, up, start, on_progress)
+    spark_checkpoint = spark_checkpoint_location(state, spec.changefeed_id)
     src = SourceSpec(
         changefeed_id=spec.changefeed_id,
         upstream_uri=spec.upstream_uri,
-        start=start.to_json(),
+        # Spark resumes from its own offset log; without one (a driver-local Spark checkpoint that was
+        # lost with its host) the query starts after the last batch the sink acknowledged.
+        start=running.last_end.to_json(),
         history_path=history_path,
         target_ts=spec.target_ts,
         filter_rules=list(cfg.filter.rules),
@@ -392,14 +379,13 @@ def start_changefeed(
         bootstrap_ts=bootstrap_ts,
         bootstrap_pos=bootstrap_pos,
     )
-    running = RunningChangefeed(spec, sink, up, start, on_progress)
     # A sink that orders parallel segments itself gets segments: each task decodes and writes one.
     # Sinks that take whole segments get them: the writer task decodes its segment itself.
     mode = "segments" if sink.parallel_segments or sink.serial_segments else "rows"
     if sink.serial_segments and not sink.parallel_segments:
         src.parallelism = 1  # one task decodes and writes each batch, in commit order
     writer = BatchWriter(
-        sink, _spark_checkpoint(spec), history_path, spec.changefeed_id, running.on_commit, mode == "segments"
+        sink, spark_checkpoint, history_path, spec.changefeed_id, running.on_commit, mode == "segments"
     )
     if cfg.snapshot.mode == "initial":
         from sparkcdc.pipeline.snapshot import MetaRangeStore, run_initial_snapshot, snapshot_progress
@@ -433,14 +419,10 @@ def start_changefeed(
     )
     running.query = (
         df.writeStream.foreachBatch(writer)
-        .option("checkpointLocation", _spark_checkpoint(spec))
+        .option("checkpointLocation", spark_checkpoint)
         .queryName(f"sparkcdc-{spec.changefeed_id}")
         .trigger(processingTime=spec.trigger_interval)
         .start()
     )
     running.start_monitor()
     return running
-
-
-def _spark_checkpoint(spec: ChangefeedSpec) -> str:
-    return os.path.join(spec.checkpoint_dir, "spark")

@@ -126,13 +126,14 @@ class Planner:
     """Decides batch ends (``latestOffset``) and partitions; keeps the schema catalog in step."""
 
     def __init__(self, spec: SourceSpec) -> None:
-        from sparkcdc.capture.schema_history import FileSchemaHistoryStore, SchemaHistory
+        from sparkcdc.capture.schema_history import SchemaHistory
+        from sparkcdc.pipeline.state import open_history_store
 
         self.spec = spec
         self.up = UpstreamConfig.from_uri(spec.upstream_uri)
         self.scanner = Scanner(self.up)
         self.filter = spec.table_filter()
-        self.history = SchemaHistory.open(FileSchemaHistoryStore(spec.history_path))
+        self.history = SchemaHistory.open(open_history_store(spec.history_path))
         self._catalog: Any = None
         self._catalog_at: Offset | None = None
         self._plans: dict[tuple[Offset, Offset], BatchPlan] = {}

@@ -29,17 +29,18 @@ import json
 import logging
 import math
 import os
-import shutil
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
 from sparkcdc.capture.offset import Offset
 from sparkcdc.capture.upstream import UpstreamConfig
-from sparkcdc.errors import ConfigError, SchemaError, TransientError
+from sparkcdc.errors import ConfigError, SchemaError, StateStorageError, TransientError
 from sparkcdc.model import TableInfo
+from sparkcdc.pipeline.state import StateDir, state_dir
 
 log = logging.getLogger(__name__)
 
@@ -131,47 +132,55 @@ def _check_epoch(stored: RangeState | None, st: RangeState) -> None:
 
 
 class FileRangeStore:
-    """One JSON file per range in a directory (``sparkcdc run``: the changefeed's checkpoint dir)."""
+    """One JSON object per range in a folder of the data dir (``sparkcdc run``: the changefeed's own).
+
+    The folder is a location string (a local path or an object-store URL), so executors on other
+    hosts open the same folder. On a local (or mounted) folder a save holds a file lock while it
+    checks the stored run and replaces the file; an object store has no lock, and Spark runs one
+    attempt of a range's task at a time (speculation off), so the check is against older runs only.
+    """
 
     def __init__(self, directory: str) -> None:
         self.directory = directory
 
-    def _path(self, range_id: int) -> str:
-        return os.path.join(self.directory, f"{range_id}.json")
+    @property
+    def _state(self) -> StateDir:
+        return state_dir(self.directory)
 
     def load_all(self) -> list[RangeState]:
         """Every range, ordered by (schema, table, id)."""
-        if not os.path.isdir(self.directory):
-            return []
+        state = self._state
         out = []
-        for name in os.listdir(self.directory):
+        for name in state.list():
             if not name.endswith(".json"):
                 continue
-            with open(os.path.join(self.directory, name)) as f:
-                out.append(RangeState.from_json(json.load(f)))
+            d = state.read_json(name)
+            if d is not None:
+                out.append(RangeState.from_json(d))
         return sorted(out, key=lambda s: (s.schema, s.table, s.range_id))
 
     def save(self, st: RangeState) -> None:
-        """Atomic replace (write, fsync, rename) under a lock that fences tasks of older runs."""
+        """Replace the range's object atomically, refusing a task of an older run."""
+        state, name = self._state, f"{st.range_id}.json"
+        if not state.local:
+            _check_epoch(_range_or_none(state.read_json(name)), st)
+            state.write_json(name, st.to_json())
+            return
         import fcntl
 
-        os.makedirs(self.directory, exist_ok=True)
-        path = self._path(st.range_id)
-        with open(path + ".lock", "a") as lock:
+        os.makedirs(state.local_path(), exist_ok=True)
+        with open(state.local_path(name + ".lock"), "a") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
-            if os.path.exists(path):
-                with open(path) as f:
-                    _check_epoch(RangeState.from_json(json.load(f)), st)
-            tmp = f"{path}.{os.getpid()}.tmp"
-            with open(tmp, "w") as f:
-                json.dump(st.to_json(), f)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
+            _check_epoch(_range_or_none(state.read_json(name)), st)
+            state.write_json(name, st.to_json())
 
     def clear(self) -> None:
-        """Remove every range file."""
-        shutil.rmtree(self.directory, ignore_errors=True)
+        """Remove every range object."""
+        self._state.remove_tree()
+
+
+def _range_or_none(d: dict[str, Any] | None) -> RangeState | None:
+    return RangeState.from_json(d) if d is not None else None
 
 
 class MetaRangeStore:
@@ -311,10 +320,9 @@ class SnapshotTaskSpec:
 
 
 def _write_parquet(
-    path: str, schema: str, table: str, version: int, keys: list[str], payloads: list[bytes]
+    spool: StateDir, rel: str, schema: str, table: str, version: int, keys: list[str], payloads: list[bytes]
 ) -> None:
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
     n = len(keys)
     t = pa.Table.from_arrays(
@@ -325,12 +333,13 @@ def _write_parquet(
             pa.array(keys, pa.string()),
             pa.array(payloads, pa.binary()),
         ],
-        names=["schema", "table", "table_version", "key", "payload"],
+        names=SPOOL_COLUMNS,
     )
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = path + ".tmp"
-    pq.write_table(t, tmp, compression="snappy")
-    os.replace(tmp, path)
+    spool.write_parquet(rel, t)
+
+
+SPOOL_COLUMNS = ["schema", "table", "table_version", "key", "payload"]
+SPOOL_SCHEMA = "`schema` string, `table` string, table_version long, key string, payload binary"
 
 
 def read_range(spec: SnapshotTaskSpec, st: RangeState) -> RangeState:
@@ -420,7 +429,7 @@ def _chunk_reader(
             row = conv.convert(r)
             keys.append(cs.key_token(row[i] for i in key_idx))
             payloads.append(dump_images(None, row, None))
-        _write_parquet(os.path.join(spec.spool_dir, rel), st.schema, st.table, info.version, keys, payloads)
+        _write_parquet(state_dir(spec.spool_dir), rel, st.schema, st.table, info.version, keys, payloads)
         st.files.append(rel)
 
     def read_rows(after: Any, upto: Any) -> tuple[Any, bool]:
@@ -486,11 +495,7 @@ def _stage_chunk(spec: SnapshotTaskSpec, st: RangeState, info: TableInfo, base: 
         "pieces": [{"entry": entry, "rows": count} for entry, count in staged],
         "csv": csv,
     }
-    path = os.path.join(spec.spool_dir, base + RECORDS_SUFFIX)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path + ".tmp", "w") as f:
-        f.write(json.dumps(meta))
-    os.replace(path + ".tmp", path)
+    state_dir(spec.spool_dir).write_json(base + RECORDS_SUFFIX, meta)
 
 
 RECORDS_SUFFIX = ".records.json"
@@ -538,7 +543,7 @@ def _read_keyless(
     def flush() -> None:
         rel = f"{st.range_id}/{spec.epoch}-{st.rows_copied + len(buf):012d}.parquet"
         _write_parquet(
-            os.path.join(spec.spool_dir, rel), st.schema, st.table, info.version, [""] * len(buf), buf
+            state_dir(spec.spool_dir), rel, st.schema, st.table, info.version, [""] * len(buf), buf
         )
         st.rows_copied += len(buf)
         st.files.append(rel)
@@ -650,44 +655,29 @@ class InitialSnapshot:
         self.changefeed_id = changefeed_id
         self.upstream_uri = upstream_uri
         self.up = UpstreamConfig.from_uri(upstream_uri)
-        self.dir = os.path.join(checkpoint_dir, "snapshot")
-        self.spool_dir = os.path.join(self.dir, "rows")
+        self.state = StateDir.parse(checkpoint_dir).child("snapshot")
+        self.dir = self.state.location
+        self.spool = self.state.child("rows")
+        self.spool_dir = self.spool.location
         self.history_path = history_path
         self.handover = handover
         self.filter_rules = filter_rules
         self.case_sensitive = case_sensitive
         self.time_zone = time_zone
         self.options = options or SnapshotOptions()
-        self.store: RangeStore = store or FileRangeStore(os.path.join(self.dir, "ranges"))
+        self.store: RangeStore = store or FileRangeStore(self.state.join("ranges"))
         self.on_figures = on_figures
         self.phase = "planning"
         self._rate: list[tuple[float, int]] = []
         self._estimated = 0
 
     # ---------------------------------------------------------------- state files
-
-    @property
-    def done_path(self) -> str:
-        """The marker written once the snapshot rows are durable in the sink."""
-        return os.path.join(self.dir, "done.json")
-
-    @property
-    def plan_path(self) -> str:
-        """The plan of ranges (written once every range's progress row exists)."""
-        return os.path.join(self.dir, "plan.json")
+    # done.json: written once the snapshot rows are durable in the sink; plan.json: the plan of
+    # ranges, written once every range's progress row exists.
 
     def is_done(self) -> bool:
         """Whether a previous run finished the snapshot."""
-        return os.path.exists(self.done_path)
-
-    def _write_json(self, path: str, data: dict[str, Any]) -> None:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        tmp = path + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(data, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        return self.state.exists("done.json")
 
     # ---------------------------------------------------------------- planning
 
@@ -718,17 +708,16 @@ class InitialSnapshot:
         """Ranges of every table, recorded in the store; resumed from ``plan.json`` when it exists."""
         from sparkcdc.capture import snapshot as cs
 
-        if os.path.exists(self.plan_path):
-            with open(self.plan_path) as f:
-                plan: dict[str, Any] = json.load(f)
+        plan: dict[str, Any] | None = self.state.read_json("plan.json")
+        if plan is not None:
             if plan.get("handover") != self.handover.to_json():
                 raise ConfigError(
-                    f"the snapshot in {self.dir} was planned for handover point {plan.get('handover')}, "
+                    f"the snapshot in {self.state.display} was planned for handover point {plan.get('handover')}, "
                     f"not {self.handover.to_json()}; remove the changefeed's data dir to start over"
                 )
             return plan
         self.store.clear()
-        shutil.rmtree(self.spool_dir, ignore_errors=True)
+        self.spool.remove_tree()
         conn = self.up.connect(conv=cs.reader_conv())
         range_rows: dict[str, int] = {}
         next_id = 1
@@ -773,7 +762,7 @@ class InitialSnapshot:
             "chunk_size": self.options.chunk_size,
             "planned_at": time.time(),
         }
-        self._write_json(self.plan_path, plan)
+        self.state.write_json("plan.json", plan)
         return plan
 
     # ---------------------------------------------------------------- progress
@@ -816,9 +805,9 @@ class InitialSnapshot:
         With a ``BatchWriter`` whose sink orders parallel segments itself, the spooled files are
         written by parallel tasks straight from the spool instead (``write`` is not called).
         """
-        if self.is_done():
-            with open(self.done_path) as f:
-                return dict(json.load(f))
+        done = self.state.read_json("done.json")
+        if done is not None:
+            return dict(done)
         tables = self.tables()
         # Each run fences the tasks of earlier runs (which may outlive a killed driver for a moment).
         epoch = max((s.epoch for s in self.store.load_all()), default=0) + 1
@@ -847,6 +836,7 @@ class InitialSnapshot:
         monitor.start()
         t0 = time.monotonic()
         try:
+            self._check_shared()
             self.phase = "reading"
             rounds = self._read_ranges(spec)
             t_read = time.monotonic() - t0
@@ -876,10 +866,10 @@ class InitialSnapshot:
                 "write_seconds": round(t_write, 3),
                 "seconds": round(time.monotonic() - t0, 3),
             }
-            self._write_json(self.done_path, report)
+            self.state.write_json("done.json", report)
             self.phase = "done"
             self._report()
-            shutil.rmtree(self.spool_dir, ignore_errors=True)
+            self.spool.remove_tree()
             log.info("initial snapshot of changefeed %s done: %s", self.changefeed_id, report)
             return report
         finally:
@@ -910,6 +900,30 @@ class InitialSnapshot:
             out[f"{info.schema}\x00{info.table}"] = asdict(rec)
         return out if len(out) > 1 else {}
 
+    def _check_shared(self) -> None:
+        """On a cluster, refuse a data dir the executors cannot read (a folder on the driver's own disk).
+
+        The driver writes a probe object and a few tasks look for it; a local master shares the
+        driver's disk, so nothing is checked there.
+        """
+        sc = self.spark.sparkContext
+        if str(sc.master).startswith("local"):
+            return
+        probe = f"probe-{uuid.uuid4().hex}"
+        self.state.write_bytes(probe, b"probe")
+        location, n = self.state.location, max(2, self.task_slots())
+        try:
+            sc.setJobDescription(f"sparkcdc snapshot {self.changefeed_id}: check the data dir is shared")
+            seen = sc.parallelize(range(n), n).map(lambda _: state_dir(location).exists(probe)).collect()
+        finally:
+            self.state.remove(probe)
+        if not all(seen):
+            raise ConfigError(
+                f"the Spark executors cannot see the data dir {self.state.display} (master {sc.master}): "
+                "the snapshot's executors write their progress and rows there; use a folder every host "
+                "mounts, or an s3://, gcs:// or azure:// data dir"
+            )
+
     def _read_ranges(self, spec: SnapshotTaskSpec) -> int:
         """Spark jobs over the unfinished ranges until none is left (splits add ranges); the number of rounds."""
         sc = self.spark.sparkContext
@@ -928,12 +942,25 @@ class InitialSnapshot:
             log.info("snapshot round %d: %d range(s) in %d task(s)", rounds, len(pending), len(groups))
             sc.setJobDescription(f"sparkcdc snapshot {self.changefeed_id}: read {len(pending)} ranges")
 
-            def task(it: Iterable[list[dict[str, Any]]], spec: SnapshotTaskSpec = spec) -> Iterator[str]:
+            def task(it: Iterable[list[dict[str, Any]]], spec: SnapshotTaskSpec = spec) -> Iterator[int]:
                 for group in it:
                     for d in group:
-                        yield read_range(spec, RangeState.from_json(d)).stage
+                        st = read_range(spec, RangeState.from_json(d))
+                        if st.finished:
+                            yield st.range_id
 
-            sc.parallelize(groups, len(groups)).mapPartitions(task).collect()
+            finished = set(sc.parallelize(groups, len(groups)).mapPartitions(task).collect())
+            unseen = sorted(
+                s.range_id for s in self.store.load_all() if s.range_id in finished and not s.finished
+            )
+            if unseen:
+                # The tasks finished these ranges, yet the driver does not see it: the executors saved
+                # their progress somewhere else (a local data dir on each host). Another round would loop.
+                raise StateStorageError(
+                    f"the snapshot tasks finished ranges {unseen[:5]} but the driver does not see their "
+                    f"progress in the data dir {self.state.display}: the data dir must be shared by the "
+                    "driver and every executor; use a shared mount or an s3://, gcs:// or azure:// data dir"
+                )
 
     def _corrections(self, tables: list[TableInfo]) -> tuple[Offset, Any, int]:
         """(H, DataFrame of first events after S per touched key or None without any, how many keys were touched)."""
@@ -1018,9 +1045,7 @@ class InitialSnapshot:
         """
         from pyspark.sql import functions as F
 
-        spooled = [
-            os.path.join(self.spool_dir, f) for s in states if s.stage != STAGE_SNAPSHOT for f in s.files
-        ]
+        spooled = [f for s in states if s.stage != STAGE_SNAPSHOT for f in s.files]
         files = [f for f in spooled if not f.endswith(RECORDS_SUFFIX)]
         # The touched keys go to every task, as the broadcast of a join would ship them.
         touched = (
@@ -1034,7 +1059,7 @@ class InitialSnapshot:
         sink_messages, rows = self._rendered_chunks(
             writer.sink, [f for f in spooled if f.endswith(RECORDS_SUFFIX)], touched, tables
         )
-        groups = _balanced([(os.path.getsize(f), f) for f in files], min(len(files), 2 * self.task_slots()))
+        groups = _balanced([(self._spool_size(f), f) for f in files], min(len(files), 2 * self.task_slots()))
         n = len(groups)
         shapes = {(t.schema, t.table): t for t in tables}
         ts = self.handover.ts
@@ -1044,10 +1069,11 @@ class InitialSnapshot:
         msgs: list[str] = []
         if files:
             keys = sc.broadcast(touched)
+            spool_dir = self.spool_dir
 
             def spool_task(it: Iterable[tuple[int, list[str]]]) -> Iterator[str]:
                 for i, group in it:
-                    yield from write_part(i, _spool_rows(group, keys.value))
+                    yield from write_part(i, _spool_rows(spool_dir, group, keys.value))
 
             sc.setJobDescription(f"sparkcdc snapshot {self.changefeed_id}: write {len(files)} spooled chunks")
             msgs += sc.parallelize(list(enumerate(groups)), n).mapPartitions(spool_task).collect()
@@ -1073,8 +1099,11 @@ class InitialSnapshot:
         rewrite: list[tuple[str, int]] = []
         touched_tables = {(s, t) for s, t, _ in touched}
         for path in entries:
-            with open(path) as f:
-                meta = json.load(f)
+            meta = self.spool.read_json(path)
+            if meta is None:
+                raise SchemaError(
+                    f"the spooled entry {self.spool.join_display(path)} is missing from the data dir"
+                )
             for i, piece in enumerate(meta["pieces"]):
                 if (meta["schema"], meta["table"]) in touched_tables:
                     rewrite.append((path, i))
@@ -1086,10 +1115,11 @@ class InitialSnapshot:
             sc = self.spark.sparkContext
             keys = sc.broadcast(touched)
             shapes = {(t.schema, t.table): t for t in tables}
+            spool_dir = self.spool_dir
 
             def task(it: Iterable[tuple[str, int]]) -> Iterator[str]:
                 for path, i in it:
-                    yield json.dumps(_without_touched(sink, path, i, keys.value, shapes))
+                    yield json.dumps(_without_touched(sink, spool_dir, path, i, keys.value, shapes))
 
             sc.setJobDescription(
                 f"sparkcdc snapshot {self.changefeed_id}: drop touched keys from rendered chunks"
@@ -1109,17 +1139,9 @@ class InitialSnapshot:
         """Spooled rows without the touched keys, plus the touched keys' rows at S, as stream rows."""
         from pyspark.sql import functions as F
 
-        files = [
-            os.path.join(self.spool_dir, f) for s in states if s.stage != STAGE_SNAPSHOT for f in s.files
-        ]
-        spark = self.spark
-        cols = ["schema", "table", "table_version", "key", "payload"]
-        if files:
-            spool = spark.read.parquet(*files).select(*cols)
-        else:
-            spool = spark.createDataFrame(
-                [], "`schema` string, `table` string, table_version long, key string, payload binary"
-            )
+        files = [f for s in states if s.stage != STAGE_SNAPSHOT for f in s.files]
+        cols = SPOOL_COLUMNS
+        spool = self._spool_frame(files)
         if corrections is None:
             rows = spool
         else:
@@ -1135,6 +1157,30 @@ class InitialSnapshot:
             "payload",
         )
         return out
+
+    def _spool_size(self, rel: str) -> int:
+        size = self.spool.size(rel)
+        if size is None:
+            raise SchemaError(f"the spooled file {self.spool.join_display(rel)} is missing from the data dir")
+        return size
+
+    def _spool_frame(self, files: list[str]) -> Any:
+        """The spooled chunks as a DataFrame, read by executors from the data dir (any storage it is on)."""
+        spark = self.spark
+        if not files:
+            return spark.createDataFrame([], SPOOL_SCHEMA)
+        groups = _balanced([(self._spool_size(f), f) for f in files], min(len(files), 2 * self.task_slots()))
+        spool_dir = self.spool_dir
+
+        def read(batches: Iterable[Any]) -> Iterator[Any]:
+            spool = state_dir(spool_dir)
+            for b in batches:
+                for rel in b.column(0).to_pylist():
+                    yield from spool.read_parquet(rel).select(SPOOL_COLUMNS).to_batches()
+
+        names = spark.createDataFrame([(f,) for g in groups for f in g], "file string")
+        # One partition per group of files of similar size.
+        return names.repartition(len(groups)).mapInArrow(read, SPOOL_SCHEMA)
 
     def _corrected(self, spool: Any, corrections: Any, tables: list[TableInfo], cols: list[str]) -> Any:
         """The spool without the touched keys, plus the touched keys' rows at S."""
@@ -1167,13 +1213,12 @@ def _balanced(items: list[tuple[int, Any]], n: int) -> list[list[Any]]:
 
 
 def _spool_rows(
-    files: list[str], touched: set[tuple[str, str, str]]
+    spool_dir: str, files: list[str], touched: set[tuple[str, str, str]]
 ) -> Iterator[tuple[str, str, int, bytes]]:
     """Executor: ``(schema, table, table_version, payload)`` of spooled rows whose key was not touched."""
-    import pyarrow.parquet as pq
-
-    for path in files:
-        t = pq.read_table(path)
+    spool = state_dir(spool_dir)
+    for rel in files:
+        t = spool.read_parquet(rel)
         cols = [t.column(c).to_pylist() for c in ("schema", "table", "table_version", "key", "payload")]
         for schema, table, version, key, payload in zip(*cols, strict=True):
             if (schema, table, key) not in touched:
@@ -1182,6 +1227,7 @@ def _spool_rows(
 
 def _without_touched(
     sink: Any,
+    spool_dir: str,
     path: str,
     piece: int,
     touched: set[tuple[str, str, str]],
@@ -1194,8 +1240,9 @@ def _without_touched(
     from sparkcdc.codec.csv_sql import ServerCSV, record_keys, split_records
     from sparkcdc.sink.storage.writer import cut_records, stage_records
 
-    with open(path) as f:
-        meta = json.load(f)
+    meta = state_dir(spool_dir).read_json(path)
+    if meta is None:
+        raise SchemaError(f"the spooled entry {path} of the snapshot is missing from the data dir")
     schema, table = meta["schema"], meta["table"]
     entry = meta["pieces"][piece]["entry"]
     data = sink.settings.backend.read(entry[4])
@@ -1285,7 +1332,7 @@ def run_initial_snapshot(
     )
     if snap.is_done():
         return snap.run(lambda df, ts: 0)
-    if os.path.exists(os.path.join(checkpoint_dir, "checkpoint.json")):
+    if StateDir.parse(checkpoint_dir).exists("checkpoint.json"):
         raise ConfigError(
             f"changefeed {changefeed_id!r} already streamed changes without an initial snapshot; [snapshot] mode = "
             '"initial" only applies to a new changefeed: create one with a new id (or data dir)'

@@ -268,11 +268,12 @@ class BatchWriter:
         on_commit: Callable[[BatchResult], None],
         segments_mode: bool = False,
     ) -> None:
-        from sparkcdc.capture.schema_history import FileSchemaHistoryStore, SchemaHistory
+        from sparkcdc.capture.schema_history import SchemaHistory
+        from sparkcdc.pipeline.state import open_history_store
 
         self.sink = sink
         self.checkpoint_dir = checkpoint_dir
-        self.history_store = FileSchemaHistoryStore(history_path)
+        self.history_store = open_history_store(history_path)
         self.history_cls = SchemaHistory
         self.changefeed_id = changefeed_id
         self.on_commit = on_commit

@@ -60,6 +60,9 @@ def run_server(opts: ServerOptions, runner: ChangefeedRunner | None = None) -> i
     )
     server_id = str(uuid.uuid4())
     data_dir = opts.data_dir or os.path.join(tempfile.gettempdir(), "sparkcdc-data")
+    from sparkcdc.pipeline.state import StateDir
+
+    StateDir.parse(data_dir).check()  # a file, an unwritable folder, a bad URL: refused before serving
     store = MetaStore.open(opts.meta_uri)
     runner = runner or SparkChangefeedRunner(
         opts.spark_master, f"sparkcdc-server-{server_id[:8]}", opts.spark_conf

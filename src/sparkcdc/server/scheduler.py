@@ -18,7 +18,6 @@ database for a whole lease stops its queries: another server may own them by now
 from __future__ import annotations
 
 import logging
-import shutil
 import threading
 import time
 from collections.abc import Callable
@@ -34,6 +33,7 @@ from sparkcdc.config.replica import ReplicaConfig
 from sparkcdc.config.uri import redact_uri
 from sparkcdc.errors import ChangefeedNotFound, ConflictError, PermanentError, SparkCdcError, TransientError
 from sparkcdc.meta import ChangefeedInfo, ChangefeedState, MetaStore
+from sparkcdc.pipeline.state import StateDir
 from sparkcdc.server.redact import scrub
 from sparkcdc.server.runner import ChangefeedRunner, ProgressLike, RunningHandle, RunSpec
 
@@ -101,7 +101,7 @@ class Scheduler:
         self.runner = runner
         self.server_id = server_id
         self.address = address
-        self.data_dir = Path(data_dir)
+        self.data_dir = StateDir.parse(str(data_dir))
         self.lease_seconds = float(lease_seconds)
         self.tick_seconds = tick_seconds if tick_seconds is not None else min(1.0, self.lease_seconds / 4)
         self.backoff_base = backoff_base
@@ -354,7 +354,7 @@ class Scheduler:
             config=config,
             start_ts=start_ts,
             target_ts=row.target_ts or None,
-            checkpoint_dir=str(ckpt_dir),
+            checkpoint_dir=ckpt_dir,
             namespace=row.namespace,
             meta_uri=self.store.uri,
             epoch=task.epoch,
@@ -400,7 +400,7 @@ class Scheduler:
             return  # re-read next tick
         self.tasks.pop(task.key, None)
         if final.remove_dir or row.state == ChangefeedState.REMOVED:
-            shutil.rmtree(self._changefeed_dir(task), ignore_errors=True)
+            self._remove_state(self._changefeed_dir(task))
         log.info("changefeed %s released (%s)", task.label, values.get("state", row.state))
 
     def _progress_values(self, task: _Task) -> dict[str, Any]:
@@ -484,20 +484,31 @@ class Scheduler:
 
     # ------------------------------------------------------------------ helpers
 
-    def _changefeed_dir(self, task: _Task) -> Path:
-        return self.data_dir / "changefeeds" / task.namespace / task.id
+    def _changefeed_dir(self, task: _Task) -> StateDir:
+        return self.data_dir.child(f"changefeeds/{task.namespace}/{task.id}")
 
-    def _checkpoint_dir(self, task: _Task) -> Path:
+    def _checkpoint_dir(self, task: _Task) -> str:
         # A fresh directory per claim: the meta checkpoint, not a stale local Spark
         # checkpoint from an earlier claim, decides where a changefeed resumes.
-        return self._changefeed_dir(task) / f"epoch-{task.epoch}"
+        return self._changefeed_dir(task).join(f"epoch-{task.epoch}")
 
     def _clean_old_epochs(self, task: _Task) -> None:
         base = self._changefeed_dir(task)
-        if base.is_dir():
-            for d in base.iterdir():
-                if d.name != f"epoch-{task.epoch}":
-                    shutil.rmtree(d, ignore_errors=True)
+        try:
+            names = base.list()
+        except SparkCdcError as exc:
+            log.warning("changefeed %s: cannot list %s: %s", task.label, base.display, exc.message)
+            return
+        for name in names:
+            if name != f"epoch-{task.epoch}":
+                self._remove_state(base.child(name))
+
+    @staticmethod
+    def _remove_state(d: StateDir) -> None:
+        try:
+            d.remove_tree()
+        except SparkCdcError as exc:  # a leftover folder costs space, not correctness
+            log.warning("cannot remove %s from the data dir: %s", d.display, exc.message)
 
     def _scrub(self, task: _Task, msg: object) -> str:
         return scrub(str(msg), [task.info.sink_uri, task.info.upstream_uri]) or ""

@@ -17,7 +17,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sparkcdc.config.uri import ParsedURI, redact_uri
-from sparkcdc.errors import SinkError, SinkUnavailable, SinkURIError
+from sparkcdc.errors import (
+    SinkError,
+    SinkUnavailable,
+    SinkURIError,
+    SparkCdcError,
+    StateStorageError,
+    StateStorageUnavailable,
+)
 
 STORAGE_SCHEMES = ("file", "s3", "gcs", "gs", "azure", "azblob")
 
@@ -30,6 +37,8 @@ class StorageBackend:
     root: str
     options: dict[str, Any] = field(default_factory=dict)
     display: str = ""
+    role: str = "storage sink"
+    """What the storage is for, in error messages: the storage sink or a changefeed's data dir."""
     _fs: Any = field(default=None, repr=False, compare=False)
 
     @classmethod
@@ -130,7 +139,7 @@ class StorageBackend:
             else:
                 self.fs.pipe_file(path, data)
         except OSError as exc:
-            raise _io_error("write", path, exc) from exc
+            raise _io_error("write", path, exc, self.role) from exc
 
     def move(self, src: str, dst: str) -> None:
         """Move an object (local files: a rename; object stores: copy, then delete)."""
@@ -142,7 +151,7 @@ class StorageBackend:
             else:
                 self.fs.mv(a, b)
         except OSError as exc:
-            raise _io_error("move", f"{a} -> {b}", exc) from exc
+            raise _io_error("move", f"{a} -> {b}", exc, self.role) from exc
 
     def remove_tree(self, rel: str) -> None:
         """Delete a directory and everything under it (nothing if it does not exist)."""
@@ -155,7 +164,7 @@ class StorageBackend:
         except FileNotFoundError:
             return
         except OSError as exc:
-            raise _io_error("delete", path, exc) from exc
+            raise _io_error("delete", path, exc, self.role) from exc
 
     def read(self, rel: str) -> bytes | None:
         """A whole object, or None if it does not exist."""
@@ -166,7 +175,7 @@ class StorageBackend:
         except FileNotFoundError:
             return None
         except OSError as exc:
-            raise _io_error("read", path, exc) from exc
+            raise _io_error("read", path, exc, self.role) from exc
 
     def size(self, rel: str) -> int | None:
         """The size of an object, or None if it does not exist."""
@@ -178,7 +187,7 @@ class StorageBackend:
         except FileNotFoundError:
             return None
         except OSError as exc:
-            raise _io_error("stat", path, exc) from exc
+            raise _io_error("stat", path, exc, self.role) from exc
 
     def exists(self, rel: str) -> bool:
         """Whether an object exists."""
@@ -187,7 +196,7 @@ class StorageBackend:
                 self.fs.invalidate_cache(self.full(rel))
             return bool(self.fs.exists(self.full(rel)))
         except OSError as exc:
-            raise _io_error("stat", self.full(rel), exc) from exc
+            raise _io_error("stat", self.full(rel), exc, self.role) from exc
 
     def list_dir(self, rel: str) -> list[str]:
         """Names of the objects directly under a directory ([] if missing)."""
@@ -201,7 +210,7 @@ class StorageBackend:
         except FileNotFoundError:
             return []
         except OSError as exc:
-            raise _io_error("list", path, exc) from exc
+            raise _io_error("list", path, exc, self.role) from exc
         return [posixpath.basename(str(e).rstrip("/")) for e in entries]
 
     def walk_files(self) -> dict[str, int]:
@@ -213,7 +222,7 @@ class StorageBackend:
         except FileNotFoundError:
             return {}
         except OSError as exc:
-            raise _io_error("list", self.root, exc) from exc
+            raise _io_error("list", self.root, exc, self.role) from exc
         root = self.root.rstrip("/")
         out: dict[str, int] = {}
         for path, info in found.items():
@@ -320,12 +329,15 @@ def _write_local_atomic(path: str, data: bytes) -> None:
         raise
 
 
-def _io_error(op: str, path: str, exc: OSError) -> Exception:
+def _io_error(op: str, path: str, exc: OSError, role: str = "storage sink") -> SparkCdcError:
+    permanent, passing = (
+        (SinkError, SinkUnavailable) if role == "storage sink" else (StateStorageError, StateStorageUnavailable)
+    )
     if isinstance(exc, PermissionError) or exc.errno in (
         errno.EACCES,
         errno.EPERM,
         errno.EROFS,
         errno.ENOSPC,
     ):
-        return SinkError(f"cannot {op} {path!r} in the storage sink: {exc}")
-    return SinkUnavailable(f"cannot {op} {path!r} in the storage sink (will retry): {exc}")
+        return permanent(f"cannot {op} {path!r} in the {role}: {exc}")
+    return passing(f"cannot {op} {path!r} in the {role} (will retry): {exc}")

@@ -15,7 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sparkcdc.errors import ConfigError
+from sparkcdc.config.dispatch_rule import DispatchRule, check_dispatch_rule, check_partition_alias
+from sparkcdc.errors import ConfigError, FilterRuleError
+from sparkcdc.filter import TableFilter
 
 
 @dataclass
@@ -30,18 +32,6 @@ class CSVConfig:
     output_old_value: bool = False
     output_handle_key: bool = False
     output_field_header: bool = False
-
-
-@dataclass
-class DispatchRule:
-    """One ``[[sink.dispatchers]]`` rule."""
-
-    matcher: list[str] = field(default_factory=list)
-    topic: str = ""
-    partition: str = ""
-    dispatcher: str = ""
-    index: str = ""
-    columns: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -322,20 +312,12 @@ def validate(cfg: ReplicaConfig) -> None:
     if cfg.snapshot.chunk_size <= 0:
         raise ConfigError(f"invalid value {cfg.snapshot.chunk_size!r} for 'snapshot.chunk-size'; must be > 0")
     for i, rule in enumerate(s.dispatchers):
-        if rule.partition and rule.dispatcher:
-            raise ConfigError(
-                f"sink.dispatchers[{i}]: dispatcher and partition cannot be configured both "
-                f"(got dispatcher={rule.dispatcher!r}, partition={rule.partition!r}); keep only partition"
-            )
+        check_partition_alias(rule, f"sink.dispatchers[{i}]")
     _validate_rules(cfg)
 
 
 def _validate_rules(cfg: ReplicaConfig) -> None:
     """Parse every table-filter rule and dispatcher so a bad one is refused at load time."""
-    # imported lazily: sparkcdc.dispatch refers back to this module's DispatchRule
-    from sparkcdc.dispatch.router import build_route
-    from sparkcdc.errors import FilterRuleError
-    from sparkcdc.filter import TableFilter
 
     def parse(rules: list[str], where: str) -> None:
         try:
@@ -349,10 +331,9 @@ def _validate_rules(cfg: ReplicaConfig) -> None:
     for i, sel in enumerate(cfg.sink.column_selectors):
         parse(sel.matcher, f"sink.column-selectors[{i}].matcher")
     for i, rule in enumerate(cfg.sink.dispatchers):
-        # the sink URI (default topic) is not known here; the sink builds the real EventRouter
-        build_route(
+        # the sink builds the real EventRouter (it knows the default topic) from the same parse
+        check_dispatch_rule(
             rule,
-            default_topic="",
             protocol=cfg.sink.protocol,
             case_sensitive=cfg.case_sensitive,
             where=f"sink.dispatchers[{i}]",

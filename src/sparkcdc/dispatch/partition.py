@@ -19,31 +19,31 @@ as TiCDC's ``ColumnValueString`` does: NULL → ``null``, integers in decimal,
 floats in the shortest ``'f'`` form (FLOAT at 32-bit precision), strings as
 UTF-8, bytes raw, DECIMAL as its plain digits, ENUM as its 1-based index and SET
 as its bit mask. DELETE hashes the old row. An unknown rule is refused at
-creation with the list of valid rules (TiCDC only warns and falls back).
+creation with the list of valid rules (TiCDC only warns and falls back); the
+rule is parsed by ``sparkcdc.config.dispatch_rule``, which loading a
+ReplicaConfig runs too.
 """
 
 from __future__ import annotations
 
 import math
-import re
 import struct
 import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from sparkcdc.config.dispatch_rule import (
+    VALID_RULES,
+    DispatchRule,
+    PartitionRule,
+    parse_partition_rule,
+    rule_partition,
+)
 from sparkcdc.errors import ConfigError, SinkError
 from sparkcdc.model import ColumnInfo, RowChange, TableInfo
 
-if TYPE_CHECKING:
-    from sparkcdc.config.replica import DispatchRule
-
-VALID_RULES = ("default", "table", "ts", "index-value", "rowid", "pk", "columns", "[col1, col2, ...]", "<N>")
-"""What ``partition =`` accepts, as shown in error messages."""
-
-_INDEX_VALUE_ALIASES = frozenset({"index-value", "rowid", "pk"})
-_FIXED = re.compile(r"[0-9]+")
 _PLAN_CACHE_LIMIT = 4096
 
 
@@ -155,17 +155,6 @@ class _Plan:
     """(actual column name as bytes, position in the row, column) per hashed column."""
 
 
-def _parse_columns_list(text: str, where: str) -> tuple[str, ...]:
-    inner = text.strip()[1:-1]
-    names = tuple(part.strip().strip("`") for part in inner.split(","))
-    if not inner.strip() or any(not n for n in names):
-        raise ConfigError(
-            f"{where}: invalid partition {text!r}: list the column names inside the brackets, "
-            'separated by commas, e.g. partition = "[id, region]"'
-        )
-    return names
-
-
 class PartitionDispatcher:
     """The partition rule of one dispatch rule; ``partition(row, table, n)`` picks the partition."""
 
@@ -179,73 +168,27 @@ class PartitionDispatcher:
         columns: Sequence[str] = (),
         where: str = "sink.dispatchers",
     ) -> None:
-        if not isinstance(rule, str):
-            raise ConfigError(f"{where}: partition must be a string, got {rule!r}")
-        self.rule = rule
-        self.index = index
-        self.columns: tuple[str, ...] = tuple(columns)
-        self.fixed: int | None = None
-        self._plans: dict[tuple[str, str, int], _Plan] = {}
-        text = rule.strip()
-        lowered = text.lower()
-        if text == "":
-            # no partition given: infer it from index/columns, else the default
-            lowered = "columns" if self.columns else "index-value" if index else "default"
-        if text.startswith("[") and text.endswith("]"):
-            listed = _parse_columns_list(text, where)
-            if self.columns and tuple(c.lower() for c in self.columns) != tuple(c.lower() for c in listed):
-                raise ConfigError(
-                    f"{where}: partition {rule!r} and columns = {list(self.columns)!r} disagree; "
-                    "keep only one of them"
-                )
-            self.columns = listed
-            lowered = "columns"
-        if lowered in ("default", "table"):
-            self.kind = "table"
-        elif lowered == "ts":
-            self.kind = "ts"
-        elif lowered in _INDEX_VALUE_ALIASES:
-            self.kind = "index-value"
-        elif lowered == "columns":
-            self.kind = "columns"
-            if not self.columns:
-                raise ConfigError(
-                    f'{where}: partition = "columns" needs the column names: add columns = ["c1", "c2"] '
-                    'or write partition = "[c1, c2]"'
-                )
-        elif _FIXED.fullmatch(text):
-            self.kind = "fixed"
-            self.fixed = int(text)
-        elif text.lstrip("+-").isdigit():
-            raise ConfigError(
-                f"{where}: invalid partition {rule!r}: a fixed partition must be an integer "
-                "0 <= N < the topic's partition count"
-            )
-        else:
-            raise ConfigError(
-                f"{where}: unknown partition rule {rule!r}; valid rules: {', '.join(VALID_RULES)}",
-                code="CDC:ErrDispatcherFailed",
-            )
-        if index and self.kind != "index-value":
-            raise ConfigError(
-                f'{where}: index = {index!r} only applies to partition = "index-value" '
-                f'(got partition {rule!r}); remove index or set partition = "index-value"'
-            )
-        if self.columns and self.kind != "columns":
-            raise ConfigError(
-                f'{where}: columns = {list(self.columns)!r} only applies to partition = "columns" '
-                f'(got partition {rule!r}); remove columns or set partition = "columns"'
-            )
+        self._use(parse_partition_rule(rule, index=index, columns=columns, where=where))
+
+    @classmethod
+    def from_parsed(cls, parsed: PartitionRule) -> PartitionDispatcher:
+        """Build from a partition rule already parsed (``sparkcdc.config.dispatch_rule``)."""
+        dispatcher = cls.__new__(cls)
+        dispatcher._use(parsed)
+        return dispatcher
 
     @classmethod
     def from_rule(cls, rule: DispatchRule, where: str = "sink.dispatchers") -> PartitionDispatcher:
         """Build from a ``[[sink.dispatchers]]`` rule (``dispatcher`` is an alias of ``partition``)."""
-        if rule.partition and rule.dispatcher:
-            raise ConfigError(
-                f"{where}: dispatcher and partition cannot be configured both "
-                f"(got dispatcher={rule.dispatcher!r}, partition={rule.partition!r}); keep only partition"
-            )
-        return cls(rule.partition or rule.dispatcher, index=rule.index, columns=rule.columns, where=where)
+        return cls.from_parsed(rule_partition(rule, where))
+
+    def _use(self, parsed: PartitionRule) -> None:
+        self.rule = parsed.rule
+        self.index = parsed.index
+        self.columns = parsed.columns
+        self.fixed = parsed.fixed
+        self.kind = parsed.kind
+        self._plans: dict[tuple[str, str, int], _Plan] = {}
 
     # --- checks ---------------------------------------------------------------
 

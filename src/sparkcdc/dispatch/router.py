@@ -10,14 +10,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from sparkcdc.config.dispatch_rule import DispatchRule, check_dispatch_rule
 from sparkcdc.dispatch.partition import PartitionDispatcher
 from sparkcdc.dispatch.topic import TopicDispatcher
-from sparkcdc.errors import ConfigError, FilterRuleError
 from sparkcdc.filter import TableFilter
 from sparkcdc.model import DDLEvent, DDLType, RowChange, TableInfo
 
 if TYPE_CHECKING:
-    from sparkcdc.config.replica import DispatchRule, ReplicaConfig
+    from sparkcdc.config.replica import ReplicaConfig
 
 _SCHEMA_DDL = frozenset({DDLType.CREATE_SCHEMA, DDLType.DROP_SCHEMA, DDLType.ALTER_SCHEMA})
 _CACHE_LIMIT = 65536
@@ -48,29 +48,15 @@ def build_route(
     rule: DispatchRule, *, default_topic: str, protocol: str | None, case_sensitive: bool, where: str
 ) -> DispatchRoute:
     """Parse one ``[[sink.dispatchers]]`` rule; errors name ``where`` (e.g. ``sink.dispatchers[2]``)."""
-    if not rule.matcher:
-        raise ConfigError(
-            f'{where}: matcher is empty, so the rule can never apply; set matcher = ["db.*"] '
-            "(table-filter syntax) or remove the rule"
-        )
-    try:
-        matcher = TableFilter(rule.matcher, case_sensitive)
-    except FilterRuleError as exc:
-        raise FilterRuleError(f"{where}.matcher: {exc.message}") from None
-    try:
-        topic = TopicDispatcher(rule.topic, default_topic, protocol)
-    except ConfigError as exc:
-        raise ConfigError(f"{where}.topic: {exc.message}", code=exc.code) from None
-    partition = PartitionDispatcher.from_rule(rule, where)
-    return DispatchRoute(matcher, topic, partition)
+    checked = check_dispatch_rule(rule, protocol=protocol, case_sensitive=case_sensitive, where=where)
+    topic = TopicDispatcher(checked.topic, default_topic, protocol)
+    return DispatchRoute(checked.matcher, topic, PartitionDispatcher.from_parsed(checked.partition))
 
 
 class EventRouter:
     """Routes row changes and DDLs to (topic, partition) by the changefeed's dispatch rules."""
 
     def __init__(self, config: ReplicaConfig, default_topic: str, protocol: str) -> None:
-        from sparkcdc.config.replica import DispatchRule
-
         self.default_topic = default_topic
         self.protocol = protocol
         self.case_sensitive = config.case_sensitive

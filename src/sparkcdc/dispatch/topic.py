@@ -5,47 +5,27 @@ A rule's ``topic`` is empty (→ the sink URI's default topic), a hard-coded nam
 in which ``{schema}`` and ``{table}`` are optional but ``{table}`` comes after
 ``{schema}``. Substituted names are sanitised as Kafka requires: every character
 outside ``[A-Za-z0-9._-]`` becomes ``_`` (case is kept), the result is cut to 249
-characters, and the reserved names ``.``/``..`` become ``_``/``__``.
+characters, and the reserved names ``.``/``..`` become ``_``/``__``. The rule's
+syntax is checked by ``sparkcdc.config.dispatch_rule.validate_topic_expression``
+(re-exported here), which loading a ReplicaConfig runs too.
 """
 
 from __future__ import annotations
 
 import re
 
-from sparkcdc.errors import ConfigError
+from sparkcdc.config.dispatch_rule import validate_topic_expression
 
 KAFKA_TOPIC_MAX_LENGTH = 249
 """Kafka's limit on topic names (``org.apache.kafka.common.internals.Topic``)."""
 
-AVRO_PROTOCOLS = frozenset({"avro", "flat-avro"})
-
 _HARD_CODED = re.compile(r"[A-Za-z0-9._\-]+")
-_EXPRESSION = re.compile(r"[A-Za-z0-9._\-]*(\{schema\})?([A-Za-z0-9._\-]*\{table\})?[A-Za-z0-9._\-]*")
-_AVRO_EXPRESSION = re.compile(r"[A-Za-z0-9._\-]*\{schema\}[A-Za-z0-9._\-]*\{table\}[A-Za-z0-9._\-]*")
 _FORBIDDEN = re.compile(r"[^A-Za-z0-9._\-]")
 
 
 def is_hard_coded(expression: str) -> bool:
     """Whether a topic rule is a plain topic name (no placeholders)."""
     return _HARD_CODED.fullmatch(expression) is not None
-
-
-def validate_topic_expression(expression: str, protocol: str | None = None) -> None:
-    """Raise ConfigError unless ``expression`` is a valid topic rule for ``protocol``."""
-    if (protocol or "").lower() in AVRO_PROTOCOLS:
-        if _AVRO_EXPRESSION.fullmatch(expression) is None:
-            raise ConfigError(
-                f"invalid topic expression {expression!r}: topic rule for Avro must contain {{schema}} and "
-                '{table}, e.g. topic = "{schema}_{table}" (Avro schemas are registered per topic)',
-                code="CDC:ErrKafkaInvalidTopicExpression",
-            )
-        return
-    if _EXPRESSION.fullmatch(expression) is None:
-        raise ConfigError(
-            f"invalid topic expression {expression!r}: use characters [A-Za-z0-9._-] around an optional "
-            '{schema} followed by an optional {table}, e.g. "cdc_{schema}_{table}" or "orders"',
-            code="CDC:ErrKafkaInvalidTopicExpression",
-        )
 
 
 def sanitize_topic_name(name: str) -> str:

@@ -206,3 +206,51 @@ def test_upstream_without_binlog_is_refused(downstream: LocalMariaDB, tmp_path: 
     assert rc != 0
     assert "binary logging is off" in out and "--log-bin --binlog-format=ROW" in out, out
     assert "JAVA_GATEWAY" not in out
+
+
+DATA_DIR_CASES: list[tuple[str, Callable[[Path], str], list[str]]] = [
+    ("a-file", lambda t: str(t / "afile"), ["is a file, not a directory"]),
+    ("below-a-file", lambda t: str(t / "afile" / "state"), ["cannot create the data dir"]),
+    ("unknown-scheme", lambda t: "hdfs://nn:8020/state", ["scheme 'hdfs' is not supported", "s3://"]),
+    (
+        "unknown-parameter",
+        lambda t: "s3://b/state?secret-access-key=TOPSECRET&access-key=a&regoin=x",
+        ["'regoin'", "supported:"],
+    ),
+]
+
+
+@pytest.mark.parametrize("case", DATA_DIR_CASES, ids=[c[0] for c in DATA_DIR_CASES])
+def test_a_bad_data_dir_is_refused_before_spark(
+    case: tuple[str, Callable[[Path], str], list[str]], mariadb: LocalMariaDB, tmp_path: Path
+) -> None:
+    _, build, expected = case
+    (tmp_path / "afile").write_text("not a folder")
+    env = dict(os.environ, JAVA_HOME=str(tmp_path / "no-java"), SPARKCDC_SPARK_MASTER="local[1]")
+    t0 = time.monotonic()
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sparkcdc.cli.main",
+            "run",
+            "--upstream-uri",
+            mariadb.uri,
+            "--sink-uri",
+            f"file://{tmp_path / 'sink'}?protocol=csv",
+            "--data-dir",
+            build(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        cwd=tmp_path,
+    )
+    out = res.stdout + res.stderr
+    assert res.returncode != 0
+    assert out.strip().startswith("Error: [CDC:Err") and len(out.strip().splitlines()) == 1, out
+    for fragment in expected:
+        assert fragment in out, f"{fragment!r} missing from:\n{out}"
+    assert "TOPSECRET" not in out and "JAVA_GATEWAY" not in out
+    assert time.monotonic() - t0 < FAST

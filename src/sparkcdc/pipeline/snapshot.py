@@ -40,7 +40,7 @@ from sparkcdc.capture.offset import Offset
 from sparkcdc.capture.upstream import UpstreamConfig
 from sparkcdc.errors import ConfigError, SchemaError, StateStorageError, TransientError
 from sparkcdc.model import TableInfo
-from sparkcdc.pipeline.state import StateDir, state_dir
+from sparkcdc.pipeline.state import StateDir, open_history_store, state_dir
 
 log = logging.getLogger(__name__)
 
@@ -683,11 +683,11 @@ class InitialSnapshot:
 
     def tables(self) -> list[TableInfo]:
         """The selected tables as they were at the handover point."""
-        from sparkcdc.capture.schema_history import FileSchemaHistoryStore, SchemaHistory
+        from sparkcdc.capture.schema_history import SchemaHistory
         from sparkcdc.filter import changefeed_filter
 
         flt = changefeed_filter(self.filter_rules, self.case_sensitive)
-        catalog = SchemaHistory.open(FileSchemaHistoryStore(self.history_path)).catalog_at(self.handover.ts)
+        catalog = SchemaHistory.open(open_history_store(self.history_path)).catalog_at(self.handover.ts)
         return sorted(
             (t for t in catalog.tables() if flt.match(t.schema, t.table)), key=lambda t: (t.schema, t.table)
         )
@@ -1008,12 +1008,10 @@ class InitialSnapshot:
         return head, first, touched
 
     def _catalog_copy(self) -> Any:
-        from sparkcdc.capture.schema_history import FileSchemaHistoryStore, SchemaHistory
+        from sparkcdc.capture.schema_history import SchemaHistory
 
         return (
-            SchemaHistory.open(FileSchemaHistoryStore(self.history_path))
-            .catalog_at(self.handover.ts)
-            .snapshot()
+            SchemaHistory.open(open_history_store(self.history_path)).catalog_at(self.handover.ts).snapshot()
         )
 
     def _check_ddl(self, cat: Any, txn: Any, snap: set[tuple[str, str]]) -> None:

@@ -38,6 +38,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     )
     p.add_argument("--master", default=None, help="Spark master (default local[*]; e.g. spark://host:7077)")
     p.add_argument(
+        "--spark-conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="extra Spark setting, e.g. spark.executor.memory=2g or spark.archives=env.tar.gz#env (repeatable)",
+    )
+    p.add_argument(
         "--trigger-interval", default="200 milliseconds", help="Spark micro-batch trigger interval"
     )
     p.add_argument("--no-progress", action="store_true", help="do not print the live progress line")
@@ -88,6 +95,7 @@ def build_spec(args: argparse.Namespace) -> object:
 def run(args: argparse.Namespace) -> int:
     """Run until Ctrl-C, or until the checkpoint reaches --target-ts."""
     from sparkcdc.capture.upstream import UpstreamConfig, check_upstream
+    from sparkcdc.cli.cmd_server import parse_spark_conf
     from sparkcdc.pipeline.changefeed import Progress, start_changefeed
     from sparkcdc.pipeline.spark import get_spark
     from sparkcdc.pipeline.state import StateDir
@@ -130,7 +138,7 @@ def run(args: argparse.Namespace) -> int:
         )
         print(("\r" + line + "\x1b[K") if tty else line, file=sys.stderr, end="" if tty else "\n", flush=True)
 
-    spark = get_spark(args.master)
+    spark = get_spark(args.master, conf=parse_spark_conf(args.spark_conf))
     backoff = 1.0
     started_once = False
     while True:

@@ -8,7 +8,8 @@ import os
 from sparkcdc.errors import ConfigError
 
 
-def _spark_conf(pairs: list[str]) -> dict[str, str]:
+def parse_spark_conf(pairs: list[str]) -> dict[str, str]:
+    """``--spark-conf KEY=VALUE`` flags as a dict (``sparkcdc server`` and ``sparkcdc run``)."""
     out: dict[str, str] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
@@ -28,7 +29,7 @@ def run(args: argparse.Namespace) -> int:
         listen=args.listen,
         meta_uri=args.meta_uri,
         spark_master=args.spark_master,
-        spark_conf=_spark_conf(args.spark_conf),
+        spark_conf=parse_spark_conf(args.spark_conf),
         auth_token=args.auth_token,
         lease_seconds=args.lease_seconds,
         data_dir=args.data_dir,

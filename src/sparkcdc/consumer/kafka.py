@@ -4,7 +4,8 @@
 
 ``protocol=avro`` (alias ``flat-avro``) is replayed by ``AvroKafkaConsumer`` in
 ``sparkcdc.consumer.kafka_avro`` (see its docstring); ``kafka_consumer()`` picks
-the class by protocol. The rest of this docstring is about canal-json.
+the class by protocol. Both run the poll/apply loop of
+``sparkcdc.consumer.kafka_loop``. The rest of this docstring is about canal-json.
 
 * Every partition of the topic is read. DML messages are buffered per
   partition; ``TIDB_WATERMARK`` messages (the changefeed needs
@@ -40,44 +41,31 @@ timeouts) plus ``group-id``.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import logging
 import signal
 import threading
-import time
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from sparkcdc.codec.canal_json import CanalMessage, canal_message_to_row_change, decode_canal_json
 from sparkcdc.config.replica import ReplicaConfig
-from sparkcdc.config.uri import redact_uri
-from sparkcdc.errors import ConfigError, DecodeError, SinkUnavailable
+from sparkcdc.consumer.kafka_loop import (
+    CONSUMER_PARAMS,
+    DEFAULT_PROGRESS_SCHEMA,
+    REPLAYED_PROTOCOLS,
+    ConsumerStats,
+    KafkaConsumerBase,
+    Pair,
+    split_consumer_params,
+)
+from sparkcdc.errors import ConfigError, DecodeError
 from sparkcdc.model import RowChange, TableInfo
-from sparkcdc.sink.kafka.large_message import ClaimCheckStorage, parse_claim_check_body
+from sparkcdc.sink.kafka.large_message import parse_claim_check_body
 from sparkcdc.sink.kafka.options import KafkaOptions
 
 log = logging.getLogger(__name__)
 
 PROGRESS_TABLE = "sparkcdc_kafka_consumer_progress"
-DEFAULT_PROGRESS_SCHEMA = "sparkcdc_consumer"
-CONSUMER_PARAMS = ("group-id",)
-REPLAYED_PROTOCOLS = ("canal-json", "avro")
-
-
-@dataclass
-class ConsumerStats:
-    """What a run did."""
-
-    watermark: int = 0
-    rows: int = 0
-    ddls: int = 0
-    rows_dropped: int = 0
-    messages: int = 0
-    rounds: int = 0
-    rows_pending: int = 0
-    claim_checks: int = 0
-    protocol: str = "canal-json"
 
 
 @dataclass
@@ -99,23 +87,10 @@ class _PartitionState:
     """The largest row commit_ts seen: a smaller one is a replay of a retried batch."""
 
 
-def _split_consumer_params(uri: str) -> tuple[str, dict[str, str]]:
-    parts = urlsplit(uri)
-    own: dict[str, str] = {}
-    rest: list[tuple[str, str]] = []
-    for k, v in parse_qsl(parts.query, keep_blank_values=True):
-        if k in CONSUMER_PARAMS:
-            own[k] = v
-        else:
-            rest.append((k, v))
-    return urlunsplit((parts.scheme, parts.netloc, parts.path, urlencode(rest), parts.fragment)), own
-
-
-class KafkaConsumer:
+class KafkaConsumer(KafkaConsumerBase[_PartitionState]):
     """Applies one topic's canal-json messages to a downstream MySQL."""
 
     PROTOCOLS: tuple[str, ...] = ("canal-json",)
-    """The protocols this class replays (the avro subclass has its own)."""
 
     def __init__(
         self,
@@ -126,192 +101,76 @@ class KafkaConsumer:
         progress_schema: str = DEFAULT_PROGRESS_SCHEMA,
         group_id: str | None = None,
     ) -> None:
-        from sparkcdc.sink.mysql.applier import MySQLApplier
-        from sparkcdc.sink.mysql.config import parse_mysql_sink
-
-        self.config = config or ReplicaConfig()
-        sink_uri, own = _split_consumer_params(upstream_uri)
-        self.options = KafkaOptions.parse(sink_uri, self.config, "consumer", consumer=True)
-        if self.options.protocol not in self.PROTOCOLS:
-            if self.options.protocol in REPLAYED_PROTOCOLS:
-                raise ConfigError(
-                    f"{type(self).__name__} replays {', '.join(self.PROTOCOLS)}, got protocol "
-                    f"{self.options.protocol!r} in {redact_uri(upstream_uri)!r}; open the consumer with "
-                    "sparkcdc.consumer.kafka.kafka_consumer(), which picks the class by protocol"
-                )
-            raise ConfigError(
-                f"the Kafka consumer replays {' and '.join(REPLAYED_PROTOCOLS)} only, got protocol "
-                f"{self.options.protocol!r} in {redact_uri(upstream_uri)!r}; use protocol=canal-json "
-                "(or protocol=avro with schema-registry=http://...)"
-            )
-        self.topic = self.options.topic
-        self.group_id = group_id or own.get("group-id") or f"sparkcdc-consumer-{self.topic}"
-        self.consumer_id = hashlib.sha1(
-            f"{self.options.bootstrap_servers}/{self.topic}/{self.group_id}".encode()
-        ).hexdigest()[:16]
-        if not progress_schema or "`" in progress_schema:
-            raise ConfigError(f"invalid progress schema name {progress_schema!r}")
-        self.progress_schema = progress_schema
-        lm = self.config.sink.kafka_config.large_message_handle
-        self.claim_check = (
-            ClaimCheckStorage(lm.claim_check_storage_uri) if lm.claim_check_storage_uri else None
+        super().__init__(
+            upstream_uri, downstream_uri, config, progress_schema=progress_schema, group_id=group_id
         )
-        self.claim_check_raw = lm.claim_check_raw_value
-        settings = parse_mysql_sink(downstream_uri, ReplicaConfig())
-        self.applier = MySQLApplier(
-            settings.conn,
-            safe_mode=settings.safe_mode,
-            max_txn_row=settings.max_txn_row,
-            split_txn=settings.transaction_atomicity != "table",
-        )
-        self._tables: dict[tuple[str, str], TableInfo] = {}
-        self._consumer: Any = None
         self._progress_ready = False
-        self.stats = ConsumerStats()
+        self._applied = 0
+        """The watermark applied downstream: changes at or below it are replays."""
+        self._applying = 0
+        """The watermark an interrupted round was applying (its rows are applied in safe mode)."""
+        self._ddls: dict[tuple[int, str], _Pending] = {}
+        self._order = 0
 
-    # --- lifecycle --------------------------------------------------------------------------------
+    # --- the loop's steps (KafkaConsumerBase.run) ----------------------------------------------------
 
-    def __enter__(self) -> KafkaConsumer:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def close(self) -> None:
-        """Close the Kafka consumer and the downstream connection."""
-        if self._consumer is not None:
-            try:
-                self._consumer.close()
-            finally:
-                self._consumer = None
-        self.applier.close()
-
-    def _open(self, floor: dict[int, int] | None = None) -> tuple[Any, list[int]]:
-        """Assign every partition at its committed offset (or at ``floor[p]`` when that is further)."""
-        from confluent_kafka import Consumer, KafkaException, TopicPartition
-
-        conf = self.options.common_config()
-        conf.update(
-            {
-                "group.id": self.group_id,
-                "enable.auto.commit": False,
-                "enable.auto.offset.store": False,
-                "auto.offset.reset": "earliest",
-                "enable.partition.eof": True,
-                "isolation.level": "read_committed",
-            }
-        )
-        consumer = Consumer(conf)
-        try:
-            md = consumer.list_topics(self.topic, timeout=max(self.options.read_timeout, 5.0))
-        except KafkaException as exc:
-            consumer.close()
-            raise SinkUnavailable(
-                f"cannot reach Kafka {self.options.bootstrap_servers}: {exc.args[0] if exc.args else exc}"
-            ) from exc
-        tmd = md.topics.get(self.topic)
-        if tmd is None or tmd.error is not None or not tmd.partitions:
-            consumer.close()
-            raise ConfigError(
-                f"Kafka topic {self.topic!r} does not exist on {self.options.bootstrap_servers}; "
-                "check the topic in --upstream-uri"
-            )
-        partitions = sorted(tmd.partitions)
-        committed = consumer.committed([TopicPartition(self.topic, p) for p in partitions], timeout=10)
-        start = []
-        for tp in committed:
-            # OFFSET_INVALID (no commit yet) → from the beginning
-            offset = tp.offset if tp.offset is not None and tp.offset >= 0 else -2
-            further = (floor or {}).get(tp.partition, -1)
-            if further >= 0 and further > offset:
-                offset = further
-            start.append(TopicPartition(self.topic, tp.partition, offset))
-        consumer.assign(start)
-        self._consumer = consumer
-        return consumer, partitions
-
-    # --- the loop -----------------------------------------------------------------------------------
-
-    def run(
-        self,
-        *,
-        once: bool = False,
-        timeout: float | None = None,
-        stop: threading.Event | None = None,
-        poll_interval: float = 0.5,
-    ) -> ConsumerStats:
-        """Consume and apply until ``stop`` (or, with ``once``, until every partition is read to its end)."""
-        stop = stop or threading.Event()
-        applied, applying = self._load_progress()
-        self.stats.watermark = applied
+    def _start(self) -> tuple[Any, dict[int, _PartitionState]]:
+        self._applied, self._applying = self._load_progress()
+        self.stats.watermark = self._applied
         consumer, partitions = self._open()
-        state = {p: _PartitionState() for p in partitions}
-        ddls: dict[tuple[int, str], _Pending] = {}
-        order = 0
-        deadline = None if timeout is None else time.monotonic() + timeout
-        from confluent_kafka import KafkaError
+        self._ddls = {}
+        self._order = 0
+        return consumer, {p: _PartitionState() for p in partitions}
 
-        while not stop.is_set():
-            if deadline is not None and time.monotonic() > deadline:
-                log.warning("Kafka consumer stops at its timeout with watermark %d", applied)
-                break
-            batch = consumer.consume(num_messages=2000, timeout=poll_interval)
-            for m in batch:
-                err = m.error()
-                if err is not None:
-                    if err.code() == KafkaError._PARTITION_EOF:
-                        state[m.partition()].at_end = True
-                        continue
-                    if err.fatal() or not err.retriable():
-                        raise SinkUnavailable(f"Kafka consumer error on {self.topic}: {err.str()}")
-                    log.warning("Kafka consumer error on %s: %s", self.topic, err.str())
-                    continue
-                p = m.partition()
-                st = state[p]
-                st.at_end = False
-                self.stats.messages += 1
-                value = m.value()
-                if value is None:
-                    continue
-                msg = decode_canal_json(value)
-                if msg.kind == "watermark":
-                    wm = msg.watermark_ts or 0
-                    if st.watermark is None or wm > st.watermark:
-                        st.watermark = wm
-                    st.marks.append((wm, m.offset() + 1))
-                    continue
-                ts = msg.commit_ts
-                if ts is None:
-                    raise DecodeError(
-                        f"a canal-json {msg.type} message on {self.topic}[{p}]@{m.offset()} has no _tidb.commitTs: "
-                        "the changefeed must use enable-tidb-extension=true for the consumer to order and "
-                        "deduplicate changes"
-                    )
-                if ts <= applied:
-                    self.stats.rows_dropped += 1
-                    continue
-                order += 1
-                if msg.kind == "ddl":
-                    ddls.setdefault((ts, msg.sql), _Pending(ts, order, p, msg))
-                    continue
-                if ts < st.max_ts:
-                    # commit_ts fell back: the sink re-sent a batch after a failure (at-least-once);
-                    # the partition already delivered these rows in order
-                    self.stats.rows_dropped += 1
-                    continue
-                st.max_ts = ts
-                st.rows.append(_Pending(ts, order, p, msg))
-            marks = [s.watermark for s in state.values()]
-            if all(w is not None for w in marks):
-                w = min(w for w in marks if w is not None)
-                if w > applied:
-                    self._apply_round(w, state, ddls, replicating_ts=applying)
-                    applied = w
-                    self.stats.watermark = w
-                    self._commit_offsets(consumer, state, w)
-            if once and all(s.at_end for s in state.values()) and not batch:
-                break
-        self.stats.rows_pending = sum(len(s.rows) for s in state.values()) + len(ddls)
+    def _stop_at_timeout(self) -> None:
+        log.warning("Kafka consumer stops at its timeout with watermark %d", self._applied)
+
+    def _message(self, m: Any, st: _PartitionState, out: list[Pair]) -> None:
+        value = m.value()
+        if value is None:
+            return
+        msg = decode_canal_json(value)
+        if msg.kind == "watermark":
+            wm = msg.watermark_ts or 0
+            if st.watermark is None or wm > st.watermark:
+                st.watermark = wm
+            st.marks.append((wm, m.offset() + 1))
+            return
+        ts = msg.commit_ts
+        p = m.partition()
+        if ts is None:
+            raise DecodeError(
+                f"a canal-json {msg.type} message on {self.topic}[{p}]@{m.offset()} has no _tidb.commitTs: "
+                "the changefeed must use enable-tidb-extension=true for the consumer to order and "
+                "deduplicate changes"
+            )
+        if ts <= self._applied:
+            self.stats.rows_dropped += 1
+            return
+        self._order += 1
+        if msg.kind == "ddl":
+            self._ddls.setdefault((ts, msg.sql), _Pending(ts, self._order, p, msg))
+            return
+        if ts < st.max_ts:
+            # commit_ts fell back: the sink re-sent a batch after a failure (at-least-once);
+            # the partition already delivered these rows in order
+            self.stats.rows_dropped += 1
+            return
+        st.max_ts = ts
+        st.rows.append(_Pending(ts, self._order, p, msg))
+
+    def _after_poll(self, consumer: Any, state: dict[int, _PartitionState]) -> None:
+        marks = [s.watermark for s in state.values()]
+        if all(w is not None for w in marks):
+            w = min(w for w in marks if w is not None)
+            if w > self._applied:
+                self._apply_round(w, state, self._ddls, replicating_ts=self._applying)
+                self._applied = w
+                self.stats.watermark = w
+                self._commit_offsets(consumer, state, w)
+
+    def _finish(self, state: dict[int, _PartitionState]) -> None:
+        self.stats.rows_pending = sum(len(s.rows) for s in state.values()) + len(self._ddls)
         if self.stats.rows_pending and any(s.watermark is None for s in state.values()):
             log.warning(
                 "%d change(s) wait: partitions %s of %s have no TIDB_WATERMARK yet and nothing is applied before "
@@ -320,7 +179,6 @@ class KafkaConsumer:
                 [p for p, s in state.items() if s.watermark is None],
                 self.topic,
             )
-        return self.stats
 
     def _apply_round(
         self,
@@ -361,10 +219,6 @@ class KafkaConsumer:
         log.info(
             "Kafka consumer applied up to watermark %d (%d DDL, %d rows)", w, len(ddl_events), len(events)
         )
-
-    def _apply_rows(self, rows: list[tuple[RowChange, TableInfo]], replicating_ts: int) -> None:
-        self.applier.apply_rows(rows, replicating_ts=replicating_ts or None)
-        self.stats.rows += len(rows)
 
     def _apply_ddl(self, msg: CanalMessage) -> None:
         self.applier.apply_ddl(msg.database or None, msg.sql)
@@ -425,24 +279,6 @@ class KafkaConsumer:
         msg = self._full_message(msg)
         info = self._table(msg.database, msg.table)
         return canal_message_to_row_change(msg, info), info
-
-    def _table(self, schema: str, table: str) -> TableInfo:
-        key = (schema, table)
-        info = self._tables.get(key)
-        if info is None:
-            from sparkcdc.capture.catalog import parse_create_table
-            from sparkcdc.sink.mysql.statements import quote_ident_raw
-
-            conn = self.applier.connection()
-            with conn.cursor() as cur:
-                cur.execute(f"SHOW CREATE TABLE {quote_ident_raw(schema)}.{quote_ident_raw(table)}")
-                row = cur.fetchone()
-            conn.commit()
-            if row is None:
-                raise DecodeError(f"downstream table {schema}.{table} does not exist")
-            info = parse_create_table(row[1], schema)
-            self._tables[key] = info
-        return info
 
     # --- progress ----------------------------------------------------------------------------------
 
@@ -516,11 +352,11 @@ def kafka_consumer(
     *,
     progress_schema: str = DEFAULT_PROGRESS_SCHEMA,
     group_id: str | None = None,
-) -> KafkaConsumer:
+) -> KafkaConsumerBase[Any]:
     """The consumer for the upstream URI's protocol: KafkaConsumer (canal-json) or AvroKafkaConsumer (avro)."""
-    sink_uri, _ = _split_consumer_params(upstream_uri)
+    sink_uri, _ = split_consumer_params(upstream_uri)
     options = KafkaOptions.parse(sink_uri, config or ReplicaConfig(), "consumer", consumer=True)
-    cls: type[KafkaConsumer] = KafkaConsumer
+    cls: type[KafkaConsumerBase[Any]] = KafkaConsumer
     if options.protocol == "avro":
         from sparkcdc.consumer.kafka_avro import AvroKafkaConsumer
 
@@ -558,3 +394,17 @@ def main(args: argparse.Namespace) -> int:
 
 run_from_args = main
 """The name ``sparkcdc consumer`` (cli/cmd_consumer.py) calls."""
+
+
+__all__ = [
+    "CONSUMER_PARAMS",
+    "DEFAULT_PROGRESS_SCHEMA",
+    "PROGRESS_TABLE",
+    "REPLAYED_PROTOCOLS",
+    "ConsumerStats",
+    "KafkaConsumer",
+    "kafka_consumer",
+    "main",
+    "run_from_args",
+    "run_kafka_consumer",
+]

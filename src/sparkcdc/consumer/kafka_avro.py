@@ -38,8 +38,6 @@
 from __future__ import annotations
 
 import logging
-import threading
-import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -47,7 +45,7 @@ from sparkcdc.codec.avro import AvroDecoder, AvroOptions, AvroRow, AvroWatermark
 from sparkcdc.codec.avro_schema import sanitize_name
 from sparkcdc.config.replica import ReplicaConfig
 from sparkcdc.config.uri import redact_uri
-from sparkcdc.consumer.kafka import DEFAULT_PROGRESS_SCHEMA, ConsumerStats, KafkaConsumer
+from sparkcdc.consumer.kafka_loop import DEFAULT_PROGRESS_SCHEMA, ConsumerStats, KafkaConsumerBase, Pair
 from sparkcdc.errors import DecodeError, SinkUnavailable
 from sparkcdc.model import RowChange, TableInfo
 
@@ -58,8 +56,6 @@ log = logging.getLogger(__name__)
 
 AVRO_PROGRESS_TABLE = "sparkcdc_kafka_avro_consumer_progress"
 SYSTEM_SCHEMAS = frozenset({"mysql", "information_schema", "performance_schema", "sys"})
-
-Pair = tuple[RowChange, TableInfo]
 
 
 @dataclass
@@ -96,7 +92,7 @@ class _Target:
     field_set: frozenset[str]
 
 
-class AvroKafkaConsumer(KafkaConsumer):
+class AvroKafkaConsumer(KafkaConsumerBase[_Partition]):
     """Applies one topic's avro messages to a downstream MySQL (see the module docstring)."""
 
     PROTOCOLS = ("avro",)
@@ -168,60 +164,31 @@ class AvroKafkaConsumer(KafkaConsumer):
                 f"message at {where} is not valid Avro for its writer schema: {type(exc).__name__}: {exc}"
             ) from exc
 
-    # --- the loop -----------------------------------------------------------------------------------
+    # --- the loop's steps (KafkaConsumerBase.run) ----------------------------------------------------
 
-    def run(
-        self,
-        *,
-        once: bool = False,
-        timeout: float | None = None,
-        stop: threading.Event | None = None,
-        poll_interval: float = 0.5,
-    ) -> ConsumerStats:
-        """Consume and apply until ``stop`` (or, with ``once``, until every partition is read to its end)."""
-        from confluent_kafka import KafkaError
-
-        stop = stop or threading.Event()
+    def _start(self) -> tuple[Any, dict[int, _Partition]]:
         self.decoder()  # an unreachable registry fails here, before anything is read
         stored = self._load_avro_progress()
         consumer, partitions = self._open({p: off for p, (off, _) in stored.items()})
         state = {p: _Partition(max_ts=stored.get(p, (0, 0))[1]) for p in partitions}
         self.stats.watermark = max((s.max_ts for s in state.values()), default=0)
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while not stop.is_set():
-            if deadline is not None and time.monotonic() > deadline:
-                log.warning("Kafka avro consumer stops at its timeout")
-                break
-            batch = consumer.consume(num_messages=2000, timeout=poll_interval)
-            out: list[Pair] = []
-            for m in batch:
-                err = m.error()
-                p = m.partition()
-                if err is not None:
-                    if err.code() == KafkaError._PARTITION_EOF:
-                        st = state[p]
-                        st.at_end = True
-                        self._release(st, out, None)
-                        continue
-                    if err.fatal() or not err.retriable():
-                        raise SinkUnavailable(f"Kafka consumer error on {self.topic}: {err.str()}")
-                    log.warning("Kafka consumer error on %s: %s", self.topic, err.str())
-                    continue
-                st = state[p]
-                st.at_end = False
-                self.stats.messages += 1
-                self._message(m, st, out)
-            if out:
-                self._apply_rows(out, 0)
-            if any(s.dirty for s in state.values()):
-                self._save_avro_progress(state)
-                self._commit_avro_offsets(consumer, state)
-                self.stats.rounds += 1
-            if once and all(s.at_end for s in state.values()) and not batch:
-                break
+        return consumer, state
+
+    def _stop_at_timeout(self) -> None:
+        log.warning("Kafka avro consumer stops at its timeout")
+
+    def _partition_end(self, st: _Partition, out: list[Pair]) -> None:
+        self._release(st, out, None)
+
+    def _after_poll(self, consumer: Any, state: dict[int, _Partition]) -> None:
+        if any(s.dirty for s in state.values()):
+            self._save_avro_progress(state)
+            self._commit_avro_offsets(consumer, state)
+            self.stats.rounds += 1
+
+    def _finish(self, state: dict[int, _Partition]) -> None:
         self.stats.rows_pending = sum(len(s.held) for s in state.values())
         self.stats.watermark = max((s.max_ts for s in state.values()), default=0)
-        return self.stats
 
     def _message(self, m: Any, st: _Partition, out: list[Pair]) -> None:
         offset = m.offset()

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from sparkcdc.services.mariadb import LocalMariaDB
+from sparkcdc.services.spark_cluster import LocalSparkCluster
 from sparkcdc.services.tansu import LocalTansu
 
 # Spark's Python workers must use this interpreter (see DESIGN.md, "Known traps").
@@ -40,3 +41,10 @@ def tansu() -> Iterator[LocalTansu]:
     with LocalTansu() as broker:
         yield broker
     close_all_producers(1)
+
+
+@pytest.fixture(scope="session")
+def spark_cluster() -> Iterator[LocalSparkCluster]:
+    """A Spark standalone master with two isolated one-core workers for the session (drivers run as subprocesses)."""
+    with LocalSparkCluster(workers=2, cores=1) as cluster:
+        yield cluster

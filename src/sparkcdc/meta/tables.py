@@ -1,4 +1,4 @@
-"""The current shape of the meta database (the migrations in ``migrations.py`` build it).
+"""The current shape of the meta database, defined once: ``migrations.py`` creates it from here.
 
 Times are Unix seconds (``DOUBLE``); ts columns hold TiCDC-shaped commit_ts values.
 """

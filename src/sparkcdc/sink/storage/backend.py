@@ -331,7 +331,9 @@ def _write_local_atomic(path: str, data: bytes) -> None:
 
 def _io_error(op: str, path: str, exc: OSError, role: str = "storage sink") -> SparkCdcError:
     permanent, passing = (
-        (SinkError, SinkUnavailable) if role == "storage sink" else (StateStorageError, StateStorageUnavailable)
+        (SinkError, SinkUnavailable)
+        if role == "storage sink"
+        else (StateStorageError, StateStorageUnavailable)
     )
     if isinstance(exc, PermissionError) or exc.errno in (
         errno.EACCES,

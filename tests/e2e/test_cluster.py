@@ -1,0 +1,479 @@
+"""e2e on a Spark standalone cluster of two one-core workers that behave like separate hosts.
+
+Each worker runs in its own mount namespace with a private /tmp (``spark_cluster`` fixture):
+nothing an executor writes to its local disk is visible to the driver or the other worker, so
+every piece of state the executors share goes through the data dir (moto S3 here) or the sink.
+The driver is a ``sparkcdc run`` (or ``sparkcdc server``) subprocess on the same host.
+
+Each scenario kills one worker with SIGKILL (its JVM, its executor JVM and its Python workers,
+as when a host dies) while one of its tasks runs, lets Spark reschedule on the other worker,
+starts the killed worker again, and then checks the downstream: ``sparkcdc consumer`` replays
+the output into a second MariaDB, which must equal the upstream row for row.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+import signal
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sparkcdc.pipeline.state import StateDir
+from sparkcdc.services.common import wait_until
+from sparkcdc.services.mariadb import LocalMariaDB
+from sparkcdc.services.postgres import LocalPostgres
+from sparkcdc.services.s3 import LocalS3
+from sparkcdc.services.spark_cluster import LocalSparkCluster
+from sparkcdc.services.tansu import LocalTansu
+
+from .workload import (
+    CliProcess,
+    SteadyLoad,
+    Workload,
+    assert_tables_equal,
+    create_tables,
+    diff_tables,
+    replay_once,
+    tso,
+    wait_for,
+)
+
+pytestmark = [pytest.mark.e2e, pytest.mark.integration, pytest.mark.spark]
+
+BURST_ROWS = 150_000
+
+
+@pytest.fixture()
+def cluster(spark_cluster: LocalSparkCluster) -> Iterator[LocalSparkCluster]:
+    """The session's cluster, with both workers alive before and after the test."""
+    if not spark_cluster.isolated:
+        pytest.fail("the cluster tests need workers with a private /tmp (unshare --mount, as root)")
+    for i in range(spark_cluster.workers):
+        if not _alive(spark_cluster, i):
+            spark_cluster.restart_worker(i)
+    yield spark_cluster
+    for i in range(spark_cluster.workers):
+        if not _alive(spark_cluster, i):
+            spark_cluster.restart_worker(i)
+
+
+@pytest.fixture(scope="module")
+def buckets(local_s3: LocalS3) -> LocalS3:
+    """The buckets of the data dirs and the storage sink."""
+    for name in ("cluster-state", "cluster-sink"):
+        local_s3.create_bucket(name)
+    return local_s3
+
+
+@pytest.fixture(scope="module")
+def pg() -> Iterator[LocalPostgres]:
+    with LocalPostgres() as server:
+        yield server
+
+
+def _alive(cluster: LocalSparkCluster, i: int) -> bool:
+    return bool(cluster.worker_processes(i)) and len(cluster.alive_workers()) == cluster.workers
+
+
+def busy_worker(cluster: LocalSparkCluster, timeout: float = 120) -> int:
+    """The first worker whose Python workers are using CPU: a task of ours runs there now."""
+    last: dict[int, float] = {}
+
+    def cpu(i: int) -> float:
+        total = 0.0
+        for p in cluster.worker_processes(i):
+            try:
+                if "python" in p.name():
+                    t = p.cpu_times()
+                    total += t.user + t.system
+            except Exception:  # the process ended between the listing and the read
+                continue
+        return total
+
+    def probe() -> int | None:
+        for i in range(cluster.workers):
+            now = cpu(i)
+            before = last.get(i)
+            last[i] = now
+            if before is not None and now - before > 0.15:
+                return i + 1
+        return None
+
+    return int(wait_until(probe, timeout=timeout, what="a task running on a worker", interval=0.3)) - 1
+
+
+def _checkpoint(state: StateDir) -> dict[str, Any]:
+    return state.read_json("checkpoint.json") or {}
+
+
+def _config(tmp_path: Path, schema: str, extra: str = "") -> Path:
+    config = tmp_path / "cf.toml"
+    config.write_text(f'[filter]\nrules = ["{schema}.*"]\n[sink.csv]\ninclude-commit-ts = true\n{extra}')
+    return config
+
+
+def _run_args(
+    cluster: LocalSparkCluster, upstream: str, sink_uri: str, config: Path, cid: str, data_dir: str
+) -> list[str]:
+    return [
+        "run",
+        "--upstream-uri",
+        upstream,
+        "--sink-uri",
+        sink_uri,
+        "--config",
+        str(config),
+        "-c",
+        cid,
+        "--data-dir",
+        data_dir,
+        "--master",
+        cluster.master_url,
+        "--no-progress",
+    ]
+
+
+def _stream_through_a_worker_loss(
+    cluster: LocalSparkCluster,
+    mariadb: LocalMariaDB,
+    local_s3: LocalS3,
+    tmp_path: Path,
+    schema: str,
+    cid: str,
+    sink_uri: str,
+    delivered: Callable[[int], bool] | None = None,
+) -> tuple[StateDir, Path]:
+    """Run a changefeed on the cluster, kill the worker running a task of a large batch, finish the load.
+
+    Returns the changefeed's state folder and its config once the checkpoint passed the end of the load
+    and the changefeed was stopped with Ctrl-C; ``delivered(ts)`` then checks the sink shows it (the
+    storage sink's ``metadata`` file).
+    """
+    start_ts = tso(mariadb.uri)
+    create_tables(mariadb, schema)
+    mariadb.execute(f"CREATE TABLE `{schema}`.big (id INT PRIMARY KEY, v INT, pad VARCHAR(40))")
+    Workload(mariadb, schema, rows=40).phase_inserts()
+    data_dir = local_s3.sink_uri(f"cluster-state/{cid}")
+    state = StateDir.parse(data_dir).child(cid)
+    config = _config(tmp_path, schema)
+    run = CliProcess(
+        [*_run_args(cluster, mariadb.uri, sink_uri, config, cid, data_dir), "--start-ts", str(start_ts)],
+        tmp_path / "run.log",
+        env=cluster.driver_env(),
+    )
+    load = SteadyLoad(mariadb, schema, pause=0.05)
+    try:
+        run.wait_for("started; data dir", timeout=240, what="the changefeed to start on the cluster")
+        wait_for(lambda: _checkpoint(state).get("rows_total", 0) > 0, 240, "a first batch on the cluster")
+        load.start()
+        # A batch large enough that its tasks run for seconds: the kill lands inside one.
+        mariadb.execute(
+            f"INSERT INTO `{schema}`.big SELECT seq, seq, REPEAT('x', 30) FROM `{schema}`.seq_1_to_{BURST_ROWS}"
+        )
+        victim = busy_worker(cluster)
+        before = _checkpoint(state).get("rows_total", 0)
+        cluster.kill_worker(victim)
+        assert len(cluster.alive_workers()) == cluster.workers - 1
+        # The batch is rescheduled on the worker that is left, and the stream goes on past it.
+        wait_for(
+            lambda: _checkpoint(state).get("rows_total", 0) > before + BURST_ROWS,
+            300,
+            "the burst to be written after the worker loss",
+        )
+        cluster.restart_worker(victim)
+        seen = load.transactions
+        wait_for(lambda: load.transactions > seen + 30, 60, "more load after the worker came back")
+        load.stop()
+        target = tso(mariadb.uri)
+        wait_for(lambda: _checkpoint(state).get("checkpoint_ts", 0) >= target, 300, "the end of the load")
+        assert run.proc.poll() is None, run.output()[-4000:]
+        # Ctrl-C: the changefeed stops its query and closes the sink, which writes its last checkpoint.
+        run.proc.send_signal(signal.SIGINT)
+        assert run.proc.wait(timeout=120) == 130, run.output()[-4000:]
+        if delivered is not None:
+            assert delivered(target), "the sink does not show the end of the load"
+    finally:
+        if load.is_alive():
+            load.stop()
+        run.stop()
+    return state, config
+
+
+def test_storage_changefeed_loses_a_worker_mid_stream(
+    cluster: LocalSparkCluster,
+    mariadb: LocalMariaDB,
+    downstream: LocalMariaDB,
+    buckets: LocalS3,
+    tmp_path: Path,
+) -> None:
+    local_s3 = buckets
+    schema = "e2e_cluster_storage"
+    sink_uri = local_s3.sink_uri("cluster-sink/storage", protocol="csv")
+    out = StateDir.parse(local_s3.sink_uri("cluster-sink/storage"))  # the sink's folder, read as objects
+
+    def delivered(ts: int) -> bool:
+        return int((out.read_json("metadata") or {}).get("checkpoint-ts", 0)) >= ts
+
+    _, config = _stream_through_a_worker_loss(
+        cluster, mariadb, local_s3, tmp_path, schema, "cluster-storage", sink_uri, delivered
+    )
+    files = out.backend.walk_files()
+    assert not [f for f in files if ".sparkcdc-staging" in f], "staging left behind"
+    data = sorted(f for f in files if re.search(r"/CDC\d+\.csv$", f))
+    # Every table folder is numbered 1..n without a gap (nothing orphaned) and no record twice.
+    by_dir: dict[str, list[int]] = {}
+    for f in data:
+        d, name = f.rsplit("/", 1)
+        by_dir.setdefault(d, []).append(int(name[3:-4]))
+    assert all(sorted(n) == list(range(1, len(n) + 1)) for n in by_dir.values()), by_dir
+    records: Counter[tuple[str, ...]] = Counter()
+    for f in data:
+        records.update(tuple(r) for r in csv.reader(io.StringIO((out.read_bytes(f) or b"").decode())))
+    dup = [r for r, n in records.items() if n > 1]
+    assert sum(records.values()) > BURST_ROWS and not dup, dup[:3]
+    replay_once(sink_uri, downstream.port, "progress_cluster_storage", config, timeout=600)
+    assert_tables_equal(mariadb, downstream, schema)
+    downstream.execute(
+        f"DROP DATABASE IF EXISTS `{schema}`", "DROP DATABASE IF EXISTS progress_cluster_storage"
+    )
+
+
+def test_kafka_changefeed_loses_a_worker_mid_stream(
+    cluster: LocalSparkCluster,
+    mariadb: LocalMariaDB,
+    downstream: LocalMariaDB,
+    buckets: LocalS3,
+    tansu: LocalTansu,
+    tmp_path: Path,
+) -> None:
+    local_s3 = buckets
+    schema = "e2e_cluster_kafka"
+    query = "protocol=canal-json&enable-tidb-extension=true&partition-num=3"
+    _stream_through_a_worker_loss(
+        cluster, mariadb, local_s3, tmp_path, schema, "cluster-kafka", tansu.sink_uri("cluster-canal", query)
+    )
+    # Messages a killed task produced before it died are sent again by its retry; the consumer drops
+    # the copies by commit_ts, so the replica is exact.
+    replay_once(
+        tansu.sink_uri("cluster-canal", "protocol=canal-json"), downstream.port, "progress_cluster_kafka"
+    )
+    assert_tables_equal(mariadb, downstream, schema)
+    downstream.execute(
+        f"DROP DATABASE IF EXISTS `{schema}`", "DROP DATABASE IF EXISTS progress_cluster_kafka"
+    )
+
+
+SNAPSHOT_ROWS = 500_000
+
+
+class _SnapshotWrites(threading.Thread):
+    """Updates, deletes and inserts on the snapshotted table until stopped."""
+
+    def __init__(self, db: LocalMariaDB, schema: str) -> None:
+        super().__init__(daemon=True)
+        self.db, self.schema = db, schema
+        self.done = threading.Event()
+        self.count = 0
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            conn = self.db.connect(self.schema)
+            try:
+                with conn.cursor() as cur:
+                    k = 0
+                    while not self.done.is_set():
+                        k += 1
+                        key = (k * 7919) % SNAPSHOT_ROWS + 1
+                        cur.execute("UPDATE snap SET v = v + 1, s = CONCAT('u', %s) WHERE id = %s", (k, key))
+                        if k % 3 == 0:
+                            cur.execute("DELETE FROM snap WHERE id = %s", ((key * 31) % SNAPSHOT_ROWS + 1,))
+                        if k % 2 == 0:
+                            cur.execute(
+                                "INSERT INTO snap VALUES (%s, %s, 'new', 1.25)", (SNAPSHOT_ROWS + k, k)
+                            )
+                        conn.commit()
+                        self.count += 1
+                        self.done.wait(0.01)
+            finally:
+                conn.close()
+        except BaseException as exc:  # reported by stop()
+            self.error = exc
+
+    def stop(self) -> int:
+        self.done.set()
+        self.join(timeout=60)
+        if self.error is not None:
+            raise AssertionError(f"the writes failed: {self.error!r}") from self.error
+        return self.count
+
+
+SNAP_DDL = "CREATE TABLE `{s}`.snap (id INT PRIMARY KEY, v INT, s VARCHAR(30), d DECIMAL(12,2))"
+
+
+def test_snapshot_of_500k_rows_loses_a_worker_mid_read(
+    cluster: LocalSparkCluster,
+    mariadb: LocalMariaDB,
+    downstream: LocalMariaDB,
+    buckets: LocalS3,
+    tmp_path: Path,
+) -> None:
+    schema = "e2e_cluster_snap"
+    mariadb.execute(
+        f"DROP DATABASE IF EXISTS `{schema}`",
+        f"CREATE DATABASE `{schema}`",
+        SNAP_DDL.format(s=schema),
+        f"INSERT INTO `{schema}`.snap SELECT seq, seq, CONCAT('r', seq), seq / 4 FROM `{schema}`.seq_1_to_{SNAPSHOT_ROWS}",
+    )
+    data_dir = buckets.sink_uri("cluster-state/snapshot")
+    state = StateDir.parse(data_dir).child("cluster-snap")
+    sink_uri = buckets.sink_uri("cluster-sink/snapshot", protocol="csv")
+    config = _config(tmp_path, schema, '[snapshot]\nmode = "initial"\nchunk-size = 10000\n')
+    writes = _SnapshotWrites(mariadb, schema)
+    run = CliProcess(
+        _run_args(cluster, mariadb.uri, sink_uri, config, "cluster-snap", data_dir),
+        tmp_path / "run.log",
+        env=cluster.driver_env(),
+    )
+    snap = state.child("snapshot")
+
+    def copied() -> int:
+        return sum(
+            int((snap.child("ranges").read_json(n) or {}).get("rows_copied", 0))
+            for n in snap.child("ranges").list()
+            if n.endswith(".json")
+        )
+
+    try:
+        writes.start()
+        wait_for(lambda: copied() > 0, 300, "the snapshot to copy its first chunk")
+        victim = busy_worker(cluster)
+        cluster.kill_worker(victim)
+        assert not snap.exists("done.json"), "the snapshot ended before the worker was killed"
+        at_kill = copied()
+        assert 0 < at_kill < SNAPSHOT_ROWS
+        wait_for(lambda: snap.exists("done.json"), 600, "the snapshot to finish on the remaining worker")
+        cluster.restart_worker(victim)
+        written = writes.stop()
+        target = tso(mariadb.uri)
+        wait_for(
+            lambda: _checkpoint(state).get("checkpoint_ts", 0) >= target, 300, "the stream after the snapshot"
+        )
+        report = snap.read_json("done.json")
+    finally:
+        if writes.is_alive():
+            writes.stop()
+        run.stop()
+    assert report["rows_copied"] >= SNAPSHOT_ROWS and report["touched_keys"] > 0 and written > 50
+    assert not snap.child("rows").list(), "the spool was not removed"
+    files = StateDir.parse(buckets.sink_uri("cluster-sink/snapshot")).backend.walk_files()
+    assert not [f for f in files if ".sparkcdc-staging" in f], "staging left behind"
+    downstream.execute(
+        f"DROP DATABASE IF EXISTS `{schema}`", f"CREATE DATABASE `{schema}`", SNAP_DDL.format(s=schema)
+    )
+    replay_once(sink_uri, downstream.port, "progress_cluster_snap", config, timeout=900)
+    assert_tables_equal(mariadb, downstream, schema)
+    downstream.execute(f"DROP DATABASE IF EXISTS `{schema}`", "DROP DATABASE IF EXISTS progress_cluster_snap")
+    mariadb.execute(f"DROP DATABASE IF EXISTS `{schema}`")
+
+
+LEASE = 4
+
+
+def test_two_servers_fail_over_a_changefeed_running_on_the_cluster(
+    cluster: LocalSparkCluster,
+    mariadb: LocalMariaDB,
+    downstream: LocalMariaDB,
+    buckets: LocalS3,
+    pg: LocalPostgres,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import json
+    import urllib.request
+
+    from tests.integration.server.conftest import ServerProc, status_of
+
+    schema = "e2e_cluster_failover"
+    for k, v in cluster.driver_env().items():
+        if k.startswith(("SPARK", "PYSPARK")):
+            monkeypatch.setenv(k, v)
+    meta = pg.create_database("cluster_failover_meta")
+    extra = (
+        "--spark-master",
+        cluster.master_url,
+        "--data-dir",
+        buckets.sink_uri("cluster-state/servers"),
+    )
+    mariadb.execute(f"DROP DATABASE IF EXISTS {schema}")
+    servers = {n: ServerProc(meta, tmp_path, lease=LEASE, name=n, extra=extra).start() for n in ("a", "b")}
+    load: SteadyLoad | None = None
+
+    def logs() -> str:
+        return "\n".join(f"--- {n}\n{s.log()[-3000:]}" for n, s in servers.items())
+
+    def apps() -> list[str]:
+        with urllib.request.urlopen(cluster.web_url + "/json/", timeout=5) as r:
+            return [a["name"] for a in json.load(r)["activeapps"]]
+
+    try:
+        with servers["a"].client() as c:
+            c.create_changefeed(
+                {
+                    "changefeed_id": "cluster-failover",
+                    "upstream_uri": mariadb.uri,
+                    "sink_uri": f"mysql://root:@127.0.0.1:{downstream.port}/?worker-count=4",
+                    "replica_config": {"filter": {"rules": [f"{schema}.*"]}},
+                }
+            )
+        Workload(mariadb, schema, rows=60).run()
+
+        def in_sync() -> bool:
+            return not diff_tables(mariadb, downstream, schema)
+
+        wait_until(in_sync, timeout=300, interval=1.0, what="first sync", on_timeout=logs)
+        first = status_of(servers["a"], "cluster-failover")
+        ids = {}
+        for n, s in servers.items():
+            with s.client() as c:
+                ids[n] = c.status()["id"]
+        owner = next(n for n, i in ids.items() if i == first["owner"])
+        survivor = "b" if owner == "a" else "a"
+        assert any(name.startswith("sparkcdc-server-") for name in apps()), apps()
+        load = SteadyLoad(mariadb, schema, pause=0.01)
+        load.start()
+        wait_until(lambda: load.transactions > 50, timeout=60, what="load running")
+        servers[owner].kill9()
+
+        def claimed_by_survivor() -> dict[str, Any] | None:
+            st = status_of(servers[survivor], "cluster-failover")
+            return st if st["owner"] and st["owner"] != first["owner"] else None
+
+        took = wait_until(
+            claimed_by_survivor, timeout=LEASE * 15, interval=0.5, what="takeover", on_timeout=logs
+        )
+        assert took["state"] == "normal"
+        wait_until(lambda: load.transactions > 150, timeout=60, what="more load after the kill")
+        written = load.stop()
+        load = None
+        wait_until(in_sync, timeout=300, interval=1.0, what="downstream equals upstream", on_timeout=logs)
+        assert written > 150
+        # The survivor's changefeed ran on the cluster: its application holds the workers now.
+        wait_until(
+            lambda: apps() == [f"sparkcdc-server-{ids[survivor][:8]}"],
+            timeout=60,
+            what="only the survivor's app",
+        )
+    finally:
+        if load is not None:
+            load.stop()
+        for s in servers.values():
+            s.stop()
+        mariadb.execute(f"DROP DATABASE IF EXISTS {schema}")

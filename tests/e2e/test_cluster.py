@@ -335,7 +335,11 @@ def test_snapshot_of_500k_rows_loses_a_worker_mid_read(
     data_dir = buckets.sink_uri("cluster-state/snapshot")
     state = StateDir.parse(data_dir).child("cluster-snap")
     sink_uri = buckets.sink_uri("cluster-sink/snapshot", protocol="csv")
-    config = _config(tmp_path, schema, '[snapshot]\nmode = "initial"\nchunk-size = 10000\n')
+    # Row by row (not upstream-rendered): every chunk is a parquet file in the data dir's spool that
+    # another task, maybe on the other host, reads back when the snapshot batch is written.
+    config = _config(
+        tmp_path, schema, '[snapshot]\nmode = "initial"\nchunk-size = 2000\nupstream-render = false\n'
+    )
     writes = _SnapshotWrites(mariadb, schema)
     run = CliProcess(
         _run_args(cluster, mariadb.uri, sink_uri, config, "cluster-snap", data_dir),
@@ -344,21 +348,14 @@ def test_snapshot_of_500k_rows_loses_a_worker_mid_read(
     )
     snap = state.child("snapshot")
 
-    def copied() -> int:
-        return sum(
-            int((snap.child("ranges").read_json(n) or {}).get("rows_copied", 0))
-            for n in snap.child("ranges").list()
-            if n.endswith(".json")
-        )
-
     try:
         writes.start()
-        wait_for(lambda: copied() > 0, 300, "the snapshot to copy its first chunk")
-        victim = busy_worker(cluster)
+        # The first spooled chunk (one LIST, cheap to poll): both workers read ranges now (two tasks,
+        # one per one-core worker), so kill one at once.
+        wait_for(lambda: snap.child("rows").list(), 300, "the snapshot to spool its first chunk")
+        victim = 0
         cluster.kill_worker(victim)
         assert not snap.exists("done.json"), "the snapshot ended before the worker was killed"
-        at_kill = copied()
-        assert 0 < at_kill < SNAPSHOT_ROWS
         wait_for(lambda: snap.exists("done.json"), 600, "the snapshot to finish on the remaining worker")
         cluster.restart_worker(victim)
         written = writes.stop()
@@ -367,11 +364,16 @@ def test_snapshot_of_500k_rows_loses_a_worker_mid_read(
             lambda: _checkpoint(state).get("checkpoint_ts", 0) >= target, 300, "the stream after the snapshot"
         )
         report = snap.read_json("done.json")
+        ranges = [
+            snap.child("ranges").read_json(n) for n in snap.child("ranges").list() if n.endswith(".json")
+        ]
     finally:
         if writes.is_alive():
             writes.stop()
         run.stop()
     assert report["rows_copied"] >= SNAPSHOT_ROWS and report["touched_keys"] > 0 and written > 50
+    # The killed task's ranges were started again on the other worker, from their last saved chunk.
+    assert any(r["attempts"] >= 2 for r in ranges), [(r["range_id"], r["attempts"]) for r in ranges]
     assert not snap.child("rows").list(), "the spool was not removed"
     files = StateDir.parse(buckets.sink_uri("cluster-sink/snapshot")).backend.walk_files()
     assert not [f for f in files if ".sparkcdc-staging" in f], "staging left behind"

@@ -114,6 +114,10 @@ class RangeStore(Protocol):
         """Insert or replace one range's progress durably; ``StaleRangeWriter`` if a newer run owns it."""
         ...
 
+    def get(self, st: RangeState) -> RangeState | None:
+        """The stored progress of ``st``'s range (None before its first save)."""
+        ...
+
     def clear(self) -> None:
         """Forget every range (a plan that never finished)."""
         ...
@@ -173,6 +177,10 @@ class FileRangeStore:
             fcntl.flock(lock, fcntl.LOCK_EX)
             _check_epoch(_range_or_none(state.read_json(name)), st)
             state.write_json(name, st.to_json())
+
+    def get(self, st: RangeState) -> RangeState | None:
+        """The stored progress of ``st``'s range."""
+        return _range_or_none(self._state.read_json(f"{st.range_id}.json"))
 
     def clear(self) -> None:
         """Remove every range object."""
@@ -237,19 +245,21 @@ class MetaRangeStore:
                 out.append(st)
         return out
 
+    def _row(self, st: RangeState) -> Any:
+        rows = self._meta().get_range_progress(self.changefeed_id, self.namespace, st.schema, st.table)
+        return next((p for p in rows if p.range_id == st.range_id), None)
+
+    def get(self, st: RangeState) -> RangeState | None:
+        """The stored progress of ``st``'s range."""
+        row = self._row(st)
+        return self._from_progress(row) if row is not None else None
+
     def save(self, st: RangeState) -> None:
         """Insert or compare-and-swap update the range's row."""
         from sparkcdc.meta.models import RangeProgress, RangeStage
 
         meta = self._meta()
-        current = next(
-            (
-                p
-                for p in meta.get_range_progress(self.changefeed_id, self.namespace, st.schema, st.table)
-                if p.range_id == st.range_id
-            ),
-            None,
-        )
+        current = self._row(st)
         if current is not None:
             _check_epoch(self._from_progress(current), st)
         d = st.to_json()
@@ -343,9 +353,14 @@ SPOOL_SCHEMA = "`schema` string, `table` string, table_version long, key string,
 
 
 def read_range(spec: SnapshotTaskSpec, st: RangeState) -> RangeState:
-    """Executor: copy one range chunk by chunk from its last finished chunk; return its final state."""
+    """Executor: copy one range chunk by chunk from its last finished chunk; return its final state.
+
+    The stored progress wins over ``st`` (the state when the round was planned): a task retried after
+    its executor was lost skips the ranges its first attempt finished and resumes the one it was in.
+    """
     from sparkcdc.capture import snapshot as cs
 
+    st = spec.store.get(st) or st
     if st.finished:
         return st
     info = spec.info(st.schema, st.table)

@@ -165,5 +165,5 @@ def http_status(err: BaseException) -> int:
     """The HTTP status for an error (the most specific class in HTTP_STATUS wins)."""
     for cls in type(err).__mro__:
         if cls in HTTP_STATUS:
-            return HTTP_STATUS[cls]  # type: ignore[index]
+            return HTTP_STATUS[cls]
     return 500

@@ -479,3 +479,36 @@ def test_two_servers_fail_over_a_changefeed_running_on_the_cluster(
         for s in servers.values():
             s.stop()
         mariadb.execute(f"DROP DATABASE IF EXISTS {schema}")
+
+
+def test_a_folder_on_the_drivers_own_disk_is_refused_on_a_cluster(
+    cluster: LocalSparkCluster, mariadb: LocalMariaDB, buckets: LocalS3, tmp_path: Path
+) -> None:
+    """tmp_path is under the driver's /tmp, which no worker sees: as a sink or a snapshot's data dir, refused."""
+    schema = "e2e_cluster_local_dirs"
+    mariadb.execute(
+        f"DROP DATABASE IF EXISTS `{schema}`", f"CREATE DATABASE `{schema}`", SNAP_DDL.format(s=schema)
+    )
+    config = _config(tmp_path, schema, '[snapshot]\nmode = "initial"\n')
+    cases = [
+        (f"file://{tmp_path / 'sink'}?protocol=csv", buckets.sink_uri("cluster-state/local-sink"), "sink"),
+        (buckets.sink_uri("cluster-sink/local-state", protocol="csv"), str(tmp_path / "state"), "snapshot"),
+    ]
+    try:
+        for sink_uri, data_dir, what in cases:
+            run = CliProcess(
+                _run_args(cluster, mariadb.uri, sink_uri, config, f"local-{what}", data_dir),
+                tmp_path / f"{what}.log",
+                env=cluster.driver_env(),
+            )
+            try:
+                rc = run.wait(timeout=240)
+            finally:
+                run.stop()
+            out = run.output()
+            assert rc != 0, out[-3000:]
+            errors = [line for line in out.splitlines() if line.startswith("Error: [CDC:")]
+            assert len(errors) == 1 and "the Spark executors cannot see" in errors[0], out[-3000:]
+            assert what in errors[0] and "every host mounts" in errors[0] and "sparkcdc-secret" not in out
+    finally:
+        mariadb.execute(f"DROP DATABASE IF EXISTS `{schema}`")

@@ -17,7 +17,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(groups: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(groups: argparse._SubParsersAction) -> None:
     """Add ``cli capture`` and its verbs."""
     p = groups.add_parser("capture", help="list the running servers")
     verbs = p.add_subparsers(dest="verb", metavar="VERB")

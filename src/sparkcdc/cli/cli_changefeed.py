@@ -153,7 +153,7 @@ def cmd_remove(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(groups: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(groups: argparse._SubParsersAction) -> None:
     """Add ``cli changefeed`` and its verbs."""
     p = groups.add_parser("changefeed", help="manage changefeeds")
     verbs = p.add_subparsers(dest="verb", metavar="VERB")

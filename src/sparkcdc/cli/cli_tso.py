@@ -8,7 +8,7 @@ from sparkcdc.capture.start import query_tso
 from sparkcdc.capture.upstream import UpstreamConfig
 
 
-def register(groups: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(groups: argparse._SubParsersAction) -> None:
     """Add ``cli tso query``."""
     p = groups.add_parser("tso", help="timestamps")
     verbs = p.add_subparsers(dest="verb", metavar="VERB")

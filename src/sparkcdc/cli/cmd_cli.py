@@ -7,7 +7,7 @@ import argparse
 from sparkcdc.cli.main import discover
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``cli`` command and its discovered groups."""
     p = sub.add_parser("cli", help="control verbs (changefeed, capture, tso)")
     groups = p.add_subparsers(dest="group", metavar="GROUP")

@@ -17,7 +17,7 @@ from sparkcdc.sink.storage.backend import STORAGE_SCHEMES
 KAFKA_SCHEMES = ("kafka", "kafka+ssl")
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``consumer`` command."""
     p = sub.add_parser(
         "consumer",

@@ -16,7 +16,7 @@ from sparkcdc.model.ts import physical_ms
 ID_RULE = re.compile(r"^[a-zA-Z0-9]+(\-[a-zA-Z0-9]+)*$")
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``run`` command."""
     p = sub.add_parser("run", help="run one changefeed in the foreground")
     p.add_argument("--upstream-uri", required=True, help="mysql://user:pass@host:port/")

@@ -39,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
     return run_server(opts)
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``server`` command."""
     p = sub.add_parser("server", help="run a sparkcdc server (HTTP API /api/v2 + changefeed scheduler)")
     p.add_argument(

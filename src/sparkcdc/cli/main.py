@@ -14,7 +14,7 @@ from sparkcdc import __version__
 from sparkcdc.errors import SparkCdcError
 
 
-def discover(parser_group: argparse._SubParsersAction, prefix: str) -> None:  # type: ignore[type-arg]
+def discover(parser_group: argparse._SubParsersAction, prefix: str) -> None:
     """Import every ``sparkcdc.cli.<prefix>*`` module and let it register its subcommand."""
     for mod in sorted(pkgutil.iter_modules(cli_pkg.__path__), key=lambda m: m.name):
         if mod.name.startswith(prefix):

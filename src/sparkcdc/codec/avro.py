@@ -436,7 +436,7 @@ def _transport_errors() -> tuple[type[BaseException], ...]:
 
     errors: list[type[BaseException]] = [httpx.HTTPError]
     try:
-        import httpx2  # type: ignore[import-not-found]
+        import httpx2
 
         errors.append(httpx2.HTTPError)
     except ImportError:

@@ -25,7 +25,13 @@ from sparkcdc.config.uri import redact_uri
 from sparkcdc.errors import SparkCdcError, TransientError
 from sparkcdc.model.ts import physical_ms
 from sparkcdc.pipeline.plan import SourceSpec
-from sparkcdc.pipeline.state import StateDir, open_history_store, spark_checkpoint_location, split_location
+from sparkcdc.pipeline.state import (
+    StateDir,
+    check_executors_see,
+    open_history_store,
+    spark_checkpoint_location,
+    split_location,
+)
 from sparkcdc.pipeline.writer import BatchResult, BatchWriter
 from sparkcdc.sink import create_sink
 from sparkcdc.sink.base import Sink
@@ -362,6 +368,12 @@ def start_changefeed(
     bootstrap_ts, bootstrap_pos = bootstrap_history(up, history_path, start, start if from_head else None)
     cfg = spec.config
     running = RunningChangefeed(spec, sink, up, start, on_progress)
+    backend = getattr(getattr(sink, "settings", None), "backend", None)
+    if backend is not None and backend.scheme == "file":
+        # A file storage sink on a cluster: executors write its files, the driver numbers and moves them.
+        check_executors_see(
+            spark, StateDir(backend.root, backend), "the executors write the sink's files there"
+        )
     spark_checkpoint = spark_checkpoint_location(state, spec.changefeed_id)
     src = SourceSpec(
         changefeed_id=spec.changefeed_id,

@@ -31,7 +31,6 @@ import math
 import os
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
@@ -40,7 +39,7 @@ from sparkcdc.capture.offset import Offset
 from sparkcdc.capture.upstream import UpstreamConfig
 from sparkcdc.errors import ConfigError, SchemaError, StateStorageError, TransientError
 from sparkcdc.model import TableInfo
-from sparkcdc.pipeline.state import StateDir, open_history_store, state_dir
+from sparkcdc.pipeline.state import StateDir, check_executors_see, open_history_store, state_dir
 
 log = logging.getLogger(__name__)
 
@@ -916,28 +915,12 @@ class InitialSnapshot:
         return out if len(out) > 1 else {}
 
     def _check_shared(self) -> None:
-        """On a cluster, refuse a data dir the executors cannot read (a folder on the driver's own disk).
-
-        The driver writes a probe object and a few tasks look for it; a local master shares the
-        driver's disk, so nothing is checked there.
-        """
-        sc = self.spark.sparkContext
-        if str(sc.master).startswith("local"):
-            return
-        probe = f"probe-{uuid.uuid4().hex}"
-        self.state.write_bytes(probe, b"probe")
-        location, n = self.state.location, max(2, self.task_slots())
-        try:
-            sc.setJobDescription(f"sparkcdc snapshot {self.changefeed_id}: check the data dir is shared")
-            seen = sc.parallelize(range(n), n).map(lambda _: state_dir(location).exists(probe)).collect()
-        finally:
-            self.state.remove(probe)
-        if not all(seen):
-            raise ConfigError(
-                f"the Spark executors cannot see the data dir {self.state.display} (master {sc.master}): "
-                "the snapshot's executors write their progress and rows there; use a folder every host "
-                "mounts, or an s3://, gcs:// or azure:// data dir"
-            )
+        """On a cluster, refuse a data dir the executors cannot read (a folder on the driver's own disk)."""
+        check_executors_see(
+            self.spark,
+            self.state,
+            f"the snapshot's executors write their progress and rows there (changefeed {self.changefeed_id})",
+        )
 
     def _read_ranges(self, spec: SnapshotTaskSpec) -> int:
         """Spark jobs over the unfinished ranges until none is left (splits add ranges); the number of rounds."""

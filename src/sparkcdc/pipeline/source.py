@@ -29,7 +29,7 @@ SEGMENT_SCHEMA = "segment string"
 
 
 @dataclass
-class BinlogPartition(InputPartition):  # type: ignore[misc]
+class BinlogPartition(InputPartition):
     """One segment of whole transactions, with the shapes of the tables it touches."""
 
     upstream_uri: str
@@ -98,7 +98,7 @@ def iter_segment_batches(
         yield ev, info, info is None or info is infos.get(key)
 
 
-class BinlogStreamReader(DataSourceStreamReader):  # type: ignore[misc]
+class BinlogStreamReader(DataSourceStreamReader):
     """Runs in Spark's source worker on the driver: plans batches, hands out segments."""
 
     def __init__(self, spec_json: str, segments_mode: bool = False) -> None:
@@ -184,7 +184,7 @@ class BinlogStreamReader(DataSourceStreamReader):  # type: ignore[misc]
             yield pa.RecordBatch.from_arrays([pa.array(c) for c in cols], names=names)
 
 
-class BinlogDataSource(DataSource):  # type: ignore[misc]
+class BinlogDataSource(DataSource):
     """``spark.readStream.format("sparkcdc_binlog").option("spec", json)``."""
 
     @classmethod

@@ -288,3 +288,27 @@ def split_location(location: str) -> tuple[StateDir, str]:
 def state_dir(location: str) -> StateDir:
     """``StateDir.parse`` kept per process, so the tasks of an executor share one connection pool."""
     return StateDir.parse(location)
+
+
+def check_executors_see(spark: Any, folder: StateDir, why: str) -> None:
+    """On a non-local master, refuse a folder the Spark executors cannot read (one on the driver's own disk).
+
+    The driver writes a probe object and a task per executor core looks for it; a local master
+    shares the driver's disk, so nothing is checked there.
+    """
+    sc = spark.sparkContext
+    if str(sc.master).startswith("local"):
+        return
+    probe = f".sparkcdc-probe-{uuid.uuid4().hex}"
+    folder.write_bytes(probe, b"probe")
+    location, n = folder.location, max(2, int(sc.defaultParallelism))
+    try:
+        sc.setJobDescription(f"sparkcdc: check the executors see {folder.display}")
+        seen = sc.parallelize(range(n), n).map(lambda _: state_dir(location).exists(probe)).collect()
+    finally:
+        folder.remove(probe)
+    if not all(seen):
+        raise ConfigError(
+            f"the Spark executors cannot see {folder.display} (master {sc.master}): {why}; use a folder "
+            "every host mounts at the same path, or an s3://, gcs:// or azure:// URL"
+        )

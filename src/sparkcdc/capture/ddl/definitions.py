@@ -401,13 +401,13 @@ class DefinitionParser(TokenCursor):
             return DefaultValue("literal", s, "str")
         if t.kind in ("num", "hex", "bin"):
             self.i += 1
-            return DefaultValue("literal", t.value, t.kind)  # type: ignore[arg-type]
+            return DefaultValue("literal", t.value, t.kind)
         if t.kind == "id":
             w = t.upper
             nxt = self.peek(1)
             if w.startswith("_") and nxt is not None and nxt.kind in ("str", "hex", "bin"):
                 self.i += 2
-                return DefaultValue("literal", nxt.value, nxt.kind)  # type: ignore[arg-type]
+                return DefaultValue("literal", nxt.value, nxt.kind)
             if w == "NULL":
                 self.i += 1
                 return DefaultValue("null")
@@ -447,7 +447,7 @@ def _expr_default(toks: list[Token]) -> DefaultValue:
     if not toks:
         return DefaultValue("expr", "")
     if len(toks) == 1 and toks[0].kind in ("num", "str", "hex", "bin"):
-        return DefaultValue("literal", toks[0].value, toks[0].kind)  # type: ignore[arg-type]
+        return DefaultValue("literal", toks[0].value, toks[0].kind)
     if len(toks) == 1 and toks[0].upper == "NULL":
         return DefaultValue("null")
     if len(toks) == 2 and toks[0].value in ("-", "+") and toks[1].kind == "num":

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import signal
 import sys
 import time
 import uuid
@@ -138,6 +139,15 @@ def run(args: argparse.Namespace) -> int:
         )
         print(("\r" + line + "\x1b[K") if tty else line, file=sys.stderr, end="" if tty else "\n", flush=True)
 
+    terminated: list[int] = []
+
+    def on_term(signum: int, _frame: object) -> None:
+        # SIGTERM (systemd, Kubernetes, kill) stops like Ctrl-C: the query stops and the sink is
+        # closed, which publishes its last checkpoint (e.g. the storage sink's metadata file).
+        terminated.append(signum)
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, on_term)
     spark = get_spark(args.master, conf=parse_spark_conf(args.spark_conf))
     backoff = 1.0
     started_once = False
@@ -167,7 +177,7 @@ def run(args: argparse.Namespace) -> int:
                     break
         except KeyboardInterrupt:
             print("\nstopping...", file=sys.stderr)
-            return 130
+            return 128 + terminated[0] if terminated else 130
         finally:
             running.stop()
         err = running.exception()

@@ -14,6 +14,7 @@ from sparkcdc.capture.reader import RowReader
 from sparkcdc.capture.start import head_offset, offset_for_position, offset_for_ts, query_tso
 from sparkcdc.capture.upstream import UpstreamConfig, check_upstream
 from sparkcdc.errors import BinlogPurgedError, SparkCdcError, UpstreamSetupError, UpstreamUnavailable
+from sparkcdc.model.ts import physical_ms
 from sparkcdc.services.common import free_port, wait_until
 from sparkcdc.services.mariadb import LocalMariaDB
 
@@ -153,6 +154,13 @@ def test_start_position_in_a_purged_binlog_file(private_db: LocalMariaDB) -> Non
     old = head_offset(up)
     private_db.execute("REPLACE INTO purge_db.t VALUES (2)")
     old_ts = head_offset(up).ts
+    # The kept file must start in a later second than old_ts: binlog headers have whole seconds, and a
+    # file created in the same second as a purged one cannot know where the purged chain ended.
+    wait_until(
+        lambda: int(private_db.query("SELECT UNIX_TIMESTAMP()")[0][0]) * 1000 > physical_ms(old_ts),
+        timeout=10,
+        what="the upstream clock to pass old_ts's second",
+    )
     private_db.execute("FLUSH BINARY LOGS", "REPLACE INTO purge_db.t VALUES (3)", "FLUSH BINARY LOGS")
     keep = head_offset(up).file
     private_db.execute("REPLACE INTO purge_db.t VALUES (4)")

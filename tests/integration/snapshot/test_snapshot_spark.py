@@ -274,3 +274,48 @@ def test_a_csv_storage_sink_gets_upstream_rendered_chunks_corrected_to_the_hando
     # every chunk of the quiet table was staged by its range task and published as it was
     spooled = [f for s in snap.store.load_all() for f in s.files]
     assert any(f.endswith(".records.json") for f in spooled) and any(f.endswith(".parquet") for f in spooled)
+
+
+def test_a_retried_range_task_resumes_from_the_stored_progress(
+    spark: Any, mariadb: LocalMariaDB, fresh_db: str, tmp_path: Path
+) -> None:
+    """A task run again (its executor was lost) gets the round's stale states: the stored progress wins."""
+    from sparkcdc.pipeline.snapshot import RangeState, SnapshotTaskSpec, read_range
+
+    db = fresh_db
+    mariadb.execute(
+        f"CREATE TABLE `{db}`.t (id INT PRIMARY KEY, v INT)",
+        f"INSERT INTO `{db}`.t SELECT seq, seq FROM `{db}`.seq_1_to_1000",
+    )
+    snap = _snapshot(spark, mariadb, db, tmp_path, options=SnapshotOptions(chunk_size=100))
+    snap.plan(snap.tables())
+    first, second = snap.store.load_all()[:2]
+    spec = SnapshotTaskSpec(
+        upstream_uri=mariadb.uri,
+        time_zone="UTC",
+        chunk_size=100,
+        range_rows={f"{db}.t": 10**9},
+        split_factor=2.0,
+        spool_dir=snap.spool_dir,
+        handover=snap.handover.to_json(),
+        tables={f"{db}\x00t": snap.tables()[0].to_dict()},
+        store=snap.store,
+        epoch=1,
+    )
+    # The first attempt finished `first` and copied one chunk of `second` before it died.
+    done = read_range(spec, RangeState.from_json(first.to_json()))
+    after = cs.decode_key(second.after)[0] if second.after is not None else 0  # type: ignore[index]
+    upto = cs.decode_key(second.upto)[0] if second.upto is not None else 1000  # type: ignore[index]
+    partial = RangeState.from_json(second.to_json())
+    partial.attempts, partial.epoch = 1, 1
+    partial.last_key = cs.encode_key((after + 100,))  # ids are 1..1000: the range's first 100 keys
+    partial.rows_copied = 100
+    partial.files = ["kept-by-the-first-attempt.parquet"]
+    snap.store.save(partial)
+    # The retry is handed the states of the round's start (stale): it skips `first` and resumes `second`.
+    again = read_range(spec, RangeState.from_json(first.to_json()))
+    assert again.to_json() == done.to_json()
+    resumed = read_range(spec, RangeState.from_json(second.to_json()))
+    assert resumed.attempts == 2 and resumed.stage == STAGE_DONE
+    assert resumed.files[0] == "kept-by-the-first-attempt.parquet" and len(resumed.files) > 1
+    assert resumed.rows_copied == upto - after  # the simulated first chunk plus the rest, nothing twice

@@ -3,5 +3,10 @@
 - ``canal_json``: canal-json messages (Kafka and storage sinks);
 - ``csv``: storage-sink CSV records;
 - ``values``: shared value renderers (Go float formatting, canal strings, split UPDATE);
-- ``canal_types``: canal ``sqlType``/``mysqlType`` facts.
+- ``canal_types``: canal ``sqlType``/``mysqlType`` facts;
+- ``avro``, ``avro_schema``: Avro with the Confluent wire format;
+- ``csv_sql``: the CSV records rendered by the upstream for the snapshot.
+
+May import: ``errors``, ``model``, ``config`` and ``capture`` (value types of decoded rows); never
+sink, pipeline, server or cli.
 """

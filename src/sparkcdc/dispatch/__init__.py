@@ -1,4 +1,8 @@
-"""Dispatchers: the topic and partition of every event, by TiCDC's ``[[sink.dispatchers]]`` rules."""
+"""Dispatchers: the topic and partition of every event, by TiCDC's ``[[sink.dispatchers]]`` rules.
+
+Owns topic expressions, partition hashes (TiCDC-compatible) and the event router.
+May import: ``errors``, ``model``, ``config``, ``filter``; never sink or above.
+"""
 
 from sparkcdc.dispatch.partition import VALID_RULES, DispatchError, PartitionDispatcher, value_bytes
 from sparkcdc.dispatch.router import DispatchRoute, EventRouter, build_route

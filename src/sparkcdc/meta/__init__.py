@@ -1,4 +1,8 @@
-"""The meta database: changefeeds (subscriptions), per-range progress, schema history, servers, leases."""
+"""The meta database: changefeeds (subscriptions), per-range progress, schema history, servers, leases.
+
+Owns the tables (defined once in ``tables.py``), migrations, and compare-and-swap updates.
+May import: ``errors``, ``config``; never capture, sink, pipeline or server.
+"""
 
 from sparkcdc.meta.models import (
     ChangefeedInfo,

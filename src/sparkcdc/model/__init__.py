@@ -1,4 +1,8 @@
-"""Shared vocabulary: commit timestamps, table shapes and change events."""
+"""Shared vocabulary: commit timestamps, table shapes and change events.
+
+Owns the data types every layer passes around (``RowChange``, ``DDLEvent``, ``TableInfo``, ``CommitTs``).
+Imports nothing from sparkcdc: it is the bottom layer.
+"""
 
 from sparkcdc.model.events import BinlogPosition, DDLEvent, DDLType, Event, Op, Resolved, Row, RowChange
 from sparkcdc.model.schema import ColumnInfo, IndexInfo, TableInfo

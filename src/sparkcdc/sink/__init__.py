@@ -1,4 +1,10 @@
-"""Sinks: an explicit registry from URI scheme to implementation, loaded lazily."""
+"""Sinks: an explicit registry from URI scheme to implementation, loaded lazily.
+
+Owns one package per sink (``storage``, ``kafka``, ``mysql``, ``http``), each with its settings, sink
+(driver side) and writers (executor side), and ``base.py``, the contract they implement. May import:
+``errors``, ``model``, ``config``, ``codec``, ``dispatch``; a sink package does not import another
+(``tests/unit/test_layering.py`` lists the one known exception); never pipeline, server or cli.
+"""
 
 from __future__ import annotations
 

@@ -18,6 +18,7 @@ database for a whole lease stops its queries: another server may own them by now
 from __future__ import annotations
 
 import logging
+import shutil
 import threading
 import time
 from collections.abc import Callable
@@ -33,7 +34,7 @@ from sparkcdc.config.replica import ReplicaConfig
 from sparkcdc.config.uri import redact_uri
 from sparkcdc.errors import ChangefeedNotFound, ConflictError, PermanentError, SparkCdcError, TransientError
 from sparkcdc.meta import ChangefeedInfo, ChangefeedState, MetaStore
-from sparkcdc.pipeline.state import StateDir
+from sparkcdc.pipeline.state import StateDir, spark_checkpoint_location
 from sparkcdc.server.redact import scrub
 from sparkcdc.server.runner import ChangefeedRunner, ProgressLike, RunningHandle, RunSpec
 
@@ -400,6 +401,7 @@ class Scheduler:
             return  # re-read next tick
         self.tasks.pop(task.key, None)
         if final.remove_dir or row.state == ChangefeedState.REMOVED:
+            self._clean_epochs(task, keep=None)
             self._remove_state(self._changefeed_dir(task))
         log.info("changefeed %s released (%s)", task.label, values.get("state", row.state))
 
@@ -479,7 +481,7 @@ class Scheduler:
                 best_checkpoint=claimed.checkpoint_ts,
             )
             self.tasks[task.key] = task
-            self._clean_old_epochs(task)
+            self._clean_epochs(task, keep=f"epoch-{task.epoch}")
             self._sync(task)
 
     # ------------------------------------------------------------------ helpers
@@ -492,7 +494,8 @@ class Scheduler:
         # checkpoint from an earlier claim, decides where a changefeed resumes.
         return self._changefeed_dir(task).join(f"epoch-{task.epoch}")
 
-    def _clean_old_epochs(self, task: _Task) -> None:
+    def _clean_epochs(self, task: _Task, keep: str | None) -> None:
+        """Remove the claims' folders but ``keep`` (all with None), with their driver-local Spark checkpoints."""
         base = self._changefeed_dir(task)
         try:
             names = base.list()
@@ -500,8 +503,11 @@ class Scheduler:
             log.warning("changefeed %s: cannot list %s: %s", task.label, base.display, exc.message)
             return
         for name in names:
-            if name != f"epoch-{task.epoch}":
-                self._remove_state(base.child(name))
+            if name != keep:
+                old = base.child(name)
+                if not old.local:  # Spark's checkpoint of an object-store data dir is on this host
+                    shutil.rmtree(spark_checkpoint_location(old, task.id), ignore_errors=True)
+                self._remove_state(old)
 
     @staticmethod
     def _remove_state(d: StateDir) -> None:

@@ -1,0 +1,41 @@
+"""The initial snapshot as Spark work (see ``plan``'s docstring while the package is being split)."""
+
+from sparkcdc.pipeline.snapshot.plan import (
+    SNAPSHOT_BATCH_ID,
+    STAGE_DONE,
+    STAGE_SNAPSHOT,
+    STAGE_SPLIT,
+    FileRangeStore,
+    InitialSnapshot,
+    MetaRangeStore,
+    RangeState,
+    RangeStore,
+    SnapshotFigures,
+    SnapshotOptions,
+    SnapshotTaskSpec,
+    StaleRangeWriter,
+    read_corrections,
+    read_range,
+    run_initial_snapshot,
+    snapshot_progress,
+)
+
+__all__ = [
+    "SNAPSHOT_BATCH_ID",
+    "STAGE_DONE",
+    "STAGE_SNAPSHOT",
+    "STAGE_SPLIT",
+    "FileRangeStore",
+    "InitialSnapshot",
+    "MetaRangeStore",
+    "RangeState",
+    "RangeStore",
+    "SnapshotFigures",
+    "SnapshotOptions",
+    "SnapshotTaskSpec",
+    "StaleRangeWriter",
+    "read_corrections",
+    "read_range",
+    "run_initial_snapshot",
+    "snapshot_progress",
+]

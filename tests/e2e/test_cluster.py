@@ -39,7 +39,6 @@ from .workload import (
     Workload,
     assert_tables_equal,
     create_tables,
-    diff_tables,
     replay_once,
     tso,
     wait_for,
@@ -412,7 +411,8 @@ def test_two_servers_fail_over_a_changefeed_running_on_the_cluster(
     import json
     import urllib.request
 
-    from tests.integration.server.conftest import ServerProc, status_of
+    from tests.e2e.failover import fail_over_under_load
+    from tests.integration.server.conftest import ServerProc
 
     schema = "e2e_cluster_failover"
     for k, v in cluster.driver_env().items():
@@ -427,66 +427,31 @@ def test_two_servers_fail_over_a_changefeed_running_on_the_cluster(
     )
     mariadb.execute(f"DROP DATABASE IF EXISTS {schema}")
     servers = {n: ServerProc(meta, tmp_path, lease=LEASE, name=n, extra=extra).start() for n in ("a", "b")}
-    load: SteadyLoad | None = None
-
-    def logs() -> str:
-        return "\n".join(f"--- {n}\n{s.log()[-3000:]}" for n, s in servers.items())
 
     def apps() -> list[str]:
         with urllib.request.urlopen(cluster.web_url + "/json/", timeout=5) as r:
             return [a["name"] for a in json.load(r)["activeapps"]]
 
     try:
-        with servers["a"].client() as c:
-            c.create_changefeed(
-                {
-                    "changefeed_id": "cluster-failover",
-                    "upstream_uri": mariadb.uri,
-                    "sink_uri": f"mysql://root:@127.0.0.1:{downstream.port}/?worker-count=4",
-                    "replica_config": {"filter": {"rules": [f"{schema}.*"]}},
-                }
-            )
-        Workload(mariadb, schema, rows=60).run()
-
-        def in_sync() -> bool:
-            return not diff_tables(mariadb, downstream, schema)
-
-        wait_until(in_sync, timeout=300, interval=1.0, what="first sync", on_timeout=logs)
-        first = status_of(servers["a"], "cluster-failover")
-        ids = {}
-        for n, s in servers.items():
-            with s.client() as c:
-                ids[n] = c.status()["id"]
-        owner = next(n for n, i in ids.items() if i == first["owner"])
-        survivor = "b" if owner == "a" else "a"
-        assert any(name.startswith("sparkcdc-server-") for name in apps()), apps()
-        load = SteadyLoad(mariadb, schema, pause=0.01)
-        load.start()
-        wait_until(lambda: load.transactions > 50, timeout=60, what="load running")
-        servers[owner].kill9()
-
-        def claimed_by_survivor() -> dict[str, Any] | None:
-            st = status_of(servers[survivor], "cluster-failover")
-            return st if st["owner"] and st["owner"] != first["owner"] else None
-
-        took = wait_until(
-            claimed_by_survivor, timeout=LEASE * 15, interval=0.5, what="takeover", on_timeout=logs
+        # A server's first changefeed also starts its Spark application and executors on the cluster.
+        f = fail_over_under_load(
+            servers,
+            "cluster-failover",
+            mariadb,
+            downstream,
+            schema,
+            LEASE,
+            first_sync_timeout=300,
+            takeover_leases=15,
         )
-        assert took["state"] == "normal"
-        wait_until(lambda: load.transactions > 150, timeout=60, what="more load after the kill")
-        written = load.stop()
-        load = None
-        wait_until(in_sync, timeout=300, interval=1.0, what="downstream equals upstream", on_timeout=logs)
-        assert written > 150
-        # The survivor's changefeed ran on the cluster: its application holds the workers now.
+        # Both changefeed runs were Spark applications of the servers on the cluster; the killed
+        # server's is gone, and the survivor's holds the workers now.
         wait_until(
-            lambda: apps() == [f"sparkcdc-server-{ids[survivor][:8]}"],
+            lambda: apps() == [f"sparkcdc-server-{f.ids[f.survivor][:8]}"],
             timeout=60,
             what="only the survivor's app",
         )
     finally:
-        if load is not None:
-            load.stop()
         for s in servers.values():
             s.stop()
         mariadb.execute(f"DROP DATABASE IF EXISTS {schema}")

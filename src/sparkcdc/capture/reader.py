@@ -252,14 +252,3 @@ class Scanner:
                     return
         finally:
             stream.close()
-
-    def head(self, from_offset: Offset) -> Offset:
-        """The boundary at the current end of the binlog, scanning from ``from_offset``."""
-        stream = BinlogStream(self.upstream, from_offset.file, from_offset.pos, blocking=False)
-        try:
-            for item in TxnStream(stream, from_offset, want_rows=False).items():
-                if isinstance(item, Idle):
-                    return item.at
-        finally:
-            stream.close()
-        return from_offset

@@ -1,62 +1,93 @@
-"""Where a changefeed starts: a start-ts, a file:pos, a GTID, or now (``tso query``)."""
+"""Where a changefeed starts: a start-ts, a ``file:pos``, a GTID, or now (the head; ``tso query``).
+
+Every start point becomes an ``Offset`` here. ``sparkcdc run`` starts top to bottom:
+
+1. ``cli.cmd_run.run`` → ``pipeline.changefeed.start_changefeed(spark, spec)``;
+2. → ``pipeline.start.resolve_start``: the data dir's ``start.json`` if an earlier run wrote one;
+3. otherwise → ``resolve_start_offset(up, start_ts, position, gtid)`` (this module), which picks
+   ``offset_for_position`` | ``offset_for_gtid`` | ``offset_for_ts`` | ``head_offset``; they ask
+   the server (``binary_logs``, ``master_status``) and walk the binlog (``_file_start`` for a
+   file's chain state, ``scan_head``, ``capture.reader.Scanner``); ``resolve_start`` then writes
+   the offset to ``start.json``;
+4. → ``pipeline.start.bootstrap_history``: the upstream's tables into the schema history at that
+   offset (binlog position from ``master_status``, or the head step 3 just read);
+5. the initial snapshot (if configured) and the streaming query start from the offset.
+"""
 
 from __future__ import annotations
+
+import pymysql
 
 from sparkcdc.capture.offset import Offset, file_seq, file_start_ts
 from sparkcdc.capture.protocol import BinlogStream
 from sparkcdc.capture.reader import Scanner
-from sparkcdc.capture.txnstream import first_event_info
-from sparkcdc.capture.upstream import UpstreamConfig, binary_logs, master_status
-from sparkcdc.errors import BinlogPurgedError, ConfigError
+from sparkcdc.capture.txnstream import Idle, TxnStream, first_event_info
+from sparkcdc.capture.upstream import ER_SPECIFIC_ACCESS_DENIED, UpstreamConfig, query_one
+from sparkcdc.errors import BinlogPurgedError, ConfigError, UpstreamSetupError
 
 
-def head_offset(up: UpstreamConfig) -> Offset:
-    """The boundary at the end of the binlog now, with the chain state there."""
-    conn = up.connect()
-    try:
-        file, _pos = master_status(conn)
-    finally:
-        conn.close()
-    # Start from the file's own chain state (a file created in the same second as its
-    # predecessor continues that file's chain).
-    return Scanner(up).head(Offset(file, 4, _file_start(up, file)[0]))
+def resolve_start_offset(
+    up: UpstreamConfig, start_ts: int | None = None, position: str | None = None, gtid: str | None = None
+) -> Offset:
+    """The offset a new changefeed starts at: after the first start point given, or the binlog's head now.
+
+    ``position`` (``FILE:POS`` of a transaction boundary) comes first, then ``gtid`` (a MariaDB GTID
+    position), then ``start_ts`` (every transaction after the offset has a larger commit_ts).
+    """
+    if position:
+        file, sep, pos = position.rpartition(":")
+        if not sep or not pos.isdigit():
+            raise ConfigError(
+                f"invalid start position {position!r}: use FILE:POS, e.g. mysql-bin.000003:1234"
+            )
+        return offset_for_position(up, file, int(pos))
+    if gtid:
+        return offset_for_gtid(up, gtid)
+    return offset_for_ts(up, start_ts) if start_ts is not None else head_offset(up)
 
 
-def query_tso(up: UpstreamConfig) -> int:
-    """A ts such that every transaction committed after this call gets a larger commit_ts."""
-    return head_offset(up).ts
+def offset_for_position(up: UpstreamConfig, file: str, pos: int) -> Offset:
+    """The chain state at a position between transactions ``file:pos`` (scans that file from its start).
+
+    Besides transaction ends, a position after events that belong to no transaction (a file's
+    header events, a late BINLOG_CHECKPOINT) is a boundary too: nothing committed in between.
+    """
+    begin = Offset(file, 4, _file_start(up, file)[0])
+    if pos <= 4:
+        return begin
+    target = (file_seq(file), pos)
+    last = begin
+    for txn in Scanner(up).scan(begin, stop=lambda t: t.end.key() >= target):
+        if txn.start.key() >= target:
+            # pos lies in the gap before this transaction: no transaction between last and pos
+            return Offset(file, pos, last.ts)
+        last = txn.end
+        if txn.end.key() == target:
+            return txn.end
+        if txn.end.key() > target:
+            break
+    else:
+        head = scan_head(up, last)
+        if last.key() <= target <= head.key():
+            return Offset(file, pos, last.ts)
+    raise ConfigError(
+        f"binlog position {file}:{pos} is not a transaction boundary; use a position printed by "
+        "SHOW MASTER STATUS or an Exec_Master_Log_Pos"
+    )
 
 
-def _first_info(up: UpstreamConfig, name: str) -> dict[str, int | None]:
-    with BinlogStream(up, name, 4, blocking=False) as s:
-        info = first_event_info(s)
-    if info["fde_ts"] is None:
-        raise BinlogPurgedError(f"binlog file {name} has no format description event")
-    return info
+def offset_for_gtid(up: UpstreamConfig, gtid: str) -> Offset:
+    """The boundary right after the MariaDB GTID position ``gtid`` (e.g. ``0-1-1234``)."""
+    from sparkcdc.capture import protocol as P
 
-
-def _file_start(up: UpstreamConfig, name: str, files: list[str] | None = None) -> tuple[int, int | None]:
-    """Chain state at the start of a binlog file, and the size of its GTID list."""
-    info = _first_info(up, name)
-    fde = int(info["fde_ts"] or 0)
-    ts = file_start_ts(fde)
-    if files is None:
-        conn = up.connect()
-        try:
-            files = [f for f, _ in binary_logs(conn)]
-        finally:
-            conn.close()
-    idx = files.index(name) if name in files else -1
-    if idx > 0 and _first_info(up, files[idx - 1])["fde_ts"] == fde:
-        # Created in the same second as the previous file: continue after that file's chain.
-        prev = files[idx - 1]
-        prev_start = _file_start(up, prev, files)[0]
-        end = prev_start
-        for txn in Scanner(up).scan(Offset(prev, 4, prev_start), stop=lambda t: t.end.file != prev):
-            if txn.end.file == prev:
-                end = txn.ts
-        ts = max(ts, end)
-    return ts, info["gtid_list_count"]
+    file = ""
+    with BinlogStream(up, "", 4, gtid=gtid, blocking=False) as s:
+        for ev in s.events():
+            if ev.type == P.ROTATE_EVENT:
+                file = ev.body[8:].decode()
+            elif ev.type in (P.MARIA_GTID_EVENT, P.MYSQL_GTID_EVENT) and ev.log_pos:
+                return offset_for_position(up, file, ev.log_pos - ev.size)
+    return head_offset(up)
 
 
 def offset_for_ts(up: UpstreamConfig, start_ts: int) -> Offset:
@@ -98,48 +129,89 @@ def offset_for_ts(up: UpstreamConfig, start_ts: int) -> Offset:
         if txn.ts > start_ts:
             return txn.start
         last = txn.end
-    return Scanner(up).head(last) if last.ts <= start_ts else last
+    return scan_head(up, last) if last.ts <= start_ts else last
 
 
-def offset_for_position(up: UpstreamConfig, file: str, pos: int) -> Offset:
-    """The chain state at a position between transactions ``file:pos`` (scans that file from its start).
-
-    Besides transaction ends, a position after events that belong to no transaction (a file's
-    header events, a late BINLOG_CHECKPOINT) is a boundary too: nothing committed in between.
-    """
-    begin = Offset(file, 4, _file_start(up, file)[0])
-    if pos <= 4:
-        return begin
-    target = (file_seq(file), pos)
-    last = begin
-    for txn in Scanner(up).scan(begin, stop=lambda t: t.end.key() >= target):
-        if txn.start.key() >= target:
-            # pos lies in the gap before this transaction: no transaction between last and pos
-            return Offset(file, pos, last.ts)
-        last = txn.end
-        if txn.end.key() == target:
-            return txn.end
-        if txn.end.key() > target:
-            break
-    else:
-        head = Scanner(up).head(last)
-        if last.key() <= target <= head.key():
-            return Offset(file, pos, last.ts)
-    raise ConfigError(
-        f"binlog position {file}:{pos} is not a transaction boundary; use a position printed by "
-        "SHOW MASTER STATUS or an Exec_Master_Log_Pos"
-    )
+def head_offset(up: UpstreamConfig) -> Offset:
+    """The boundary at the end of the binlog now, with the chain state there."""
+    conn = up.connect()
+    try:
+        file, _pos = master_status(conn)
+    finally:
+        conn.close()
+    # Start from the file's own chain state (a file created in the same second as its
+    # predecessor continues that file's chain).
+    return scan_head(up, Offset(file, 4, _file_start(up, file)[0]))
 
 
-def offset_for_gtid(up: UpstreamConfig, gtid: str) -> Offset:
-    """The boundary right after the MariaDB GTID position ``gtid`` (e.g. ``0-1-1234``)."""
-    from sparkcdc.capture import protocol as P
+def query_tso(up: UpstreamConfig) -> int:
+    """A ts such that every transaction committed after this call gets a larger commit_ts."""
+    return head_offset(up).ts
 
-    file = ""
-    with BinlogStream(up, "", 4, gtid=gtid, blocking=False) as s:
-        for ev in s.events():
-            if ev.type == P.ROTATE_EVENT:
-                file = ev.body[8:].decode()
-            elif ev.type in (P.MARIA_GTID_EVENT, P.MYSQL_GTID_EVENT) and ev.log_pos:
-                return offset_for_position(up, file, ev.log_pos - ev.size)
-    return head_offset(up)
+
+def scan_head(up: UpstreamConfig, from_offset: Offset) -> Offset:
+    """The boundary at the current end of the binlog, scanning from ``from_offset``."""
+    stream = BinlogStream(up, from_offset.file, from_offset.pos, blocking=False)
+    try:
+        for item in TxnStream(stream, from_offset, want_rows=False).items():
+            if isinstance(item, Idle):
+                return item.at
+    finally:
+        stream.close()
+    return from_offset
+
+
+def _file_start(up: UpstreamConfig, name: str, files: list[str] | None = None) -> tuple[int, int | None]:
+    """Chain state at the start of a binlog file, and the size of its GTID list."""
+    info = _first_info(up, name)
+    fde = int(info["fde_ts"] or 0)
+    ts = file_start_ts(fde)
+    if files is None:
+        conn = up.connect()
+        try:
+            files = [f for f, _ in binary_logs(conn)]
+        finally:
+            conn.close()
+    idx = files.index(name) if name in files else -1
+    if idx > 0 and _first_info(up, files[idx - 1])["fde_ts"] == fde:
+        # Created in the same second as the previous file: continue after that file's chain.
+        prev = files[idx - 1]
+        prev_start = _file_start(up, prev, files)[0]
+        end = prev_start
+        for txn in Scanner(up).scan(Offset(prev, 4, prev_start), stop=lambda t: t.end.file != prev):
+            if txn.end.file == prev:
+                end = txn.ts
+        ts = max(ts, end)
+    return ts, info["gtid_list_count"]
+
+
+def _first_info(up: UpstreamConfig, name: str) -> dict[str, int | None]:
+    with BinlogStream(up, name, 4, blocking=False) as s:
+        info = first_event_info(s)
+    if info["fde_ts"] is None:
+        raise BinlogPurgedError(f"binlog file {name} has no format description event")
+    return info
+
+
+def master_status(conn: pymysql.connections.Connection) -> tuple[str, int]:
+    """The current end of the binlog (a transaction boundary)."""
+    try:
+        row = query_one(conn, "SHOW MASTER STATUS")
+    except pymysql.err.OperationalError as exc:
+        if exc.args and exc.args[0] == ER_SPECIFIC_ACCESS_DENIED:
+            user = getattr(conn, "user", "the CDC user")
+            raise UpstreamSetupError(
+                f"SHOW MASTER STATUS was refused: {exc.args[-1]}; run GRANT REPLICATION SLAVE, "
+                f"REPLICATION CLIENT ON *.* TO {user!r}@'%'"
+            ) from exc
+        raise
+    if not row:
+        raise UpstreamSetupError("SHOW MASTER STATUS returned nothing: binary logging is off upstream")
+    return str(row[0]), int(row[1])
+
+
+def binary_logs(conn: pymysql.connections.Connection) -> list[tuple[str, int]]:
+    """The binlog files the server still has, oldest first, with their sizes."""
+    with conn.cursor() as cur:
+        cur.execute("SHOW BINARY LOGS")
+        return [(str(r[0]), int(r[1])) for r in cur.fetchall()]

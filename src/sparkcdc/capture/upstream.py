@@ -181,27 +181,3 @@ def _check_privileges(conn: pymysql.connections.Connection, up: UpstreamConfig) 
             f"user {up.user!r} on upstream {up.host}:{up.port} lacks {', '.join(missing)}; "
             f"run GRANT {', '.join(missing)}, SELECT ON *.* TO {up.user!r}@'%'"
         )
-
-
-def master_status(conn: pymysql.connections.Connection) -> tuple[str, int]:
-    """The current end of the binlog (a transaction boundary)."""
-    try:
-        row = query_one(conn, "SHOW MASTER STATUS")
-    except pymysql.err.OperationalError as exc:
-        if exc.args and exc.args[0] == ER_SPECIFIC_ACCESS_DENIED:
-            user = getattr(conn, "user", "the CDC user")
-            raise UpstreamSetupError(
-                f"SHOW MASTER STATUS was refused: {exc.args[-1]}; run GRANT REPLICATION SLAVE, "
-                f"REPLICATION CLIENT ON *.* TO {user!r}@'%'"
-            ) from exc
-        raise
-    if not row:
-        raise UpstreamSetupError("SHOW MASTER STATUS returned nothing: binary logging is off upstream")
-    return str(row[0]), int(row[1])
-
-
-def binary_logs(conn: pymysql.connections.Connection) -> list[tuple[str, int]]:
-    """The binlog files the server still has, oldest first, with their sizes."""
-    with conn.cursor() as cur:
-        cur.execute("SHOW BINARY LOGS")
-        return [(str(r[0]), int(r[1])) for r in cur.fetchall()]

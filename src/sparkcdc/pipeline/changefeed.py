@@ -25,13 +25,8 @@ from sparkcdc.config.uri import redact_uri
 from sparkcdc.errors import SparkCdcError, TransientError
 from sparkcdc.model.ts import physical_ms
 from sparkcdc.pipeline.plan import SourceSpec
-from sparkcdc.pipeline.state import (
-    StateDir,
-    check_executors_see,
-    open_history_store,
-    spark_checkpoint_location,
-    split_location,
-)
+from sparkcdc.pipeline.start import bootstrap_history, resolve_start
+from sparkcdc.pipeline.state import StateDir, check_executors_see, spark_checkpoint_location
 from sparkcdc.pipeline.writer import BatchResult, BatchWriter
 from sparkcdc.sink import create_sink
 from sparkcdc.sink.base import Sink
@@ -78,78 +73,6 @@ class Progress:
     snapshot_ranges_done: int = 0
     snapshot_ranges_total: int = 0
     snapshot_eta_s: float | None = None
-
-
-def resolve_start(
-    up: UpstreamConfig,
-    checkpoint_dir: str,
-    start_ts: int | None,
-    start_position: str | None = None,
-    start_gtid: str | None = None,
-) -> Offset:
-    """The first offset of a new changefeed, persisted so a restart before the first batch keeps it."""
-    from sparkcdc.capture.start import head_offset, offset_for_gtid, offset_for_position, offset_for_ts
-    from sparkcdc.errors import ConfigError
-
-    state = StateDir.parse(checkpoint_dir)
-    saved = state.read_json("start.json")
-    if saved is not None:
-        return Offset.from_json(saved)
-    if start_position:
-        file, sep, pos = start_position.rpartition(":")
-        if not sep or not pos.isdigit():
-            raise ConfigError(
-                f"invalid start position {start_position!r}: use FILE:POS, e.g. mysql-bin.000003:1234"
-            )
-        start = offset_for_position(up, file, int(pos))
-    elif start_gtid:
-        start = offset_for_gtid(up, start_gtid)
-    else:
-        start = offset_for_ts(up, start_ts) if start_ts is not None else head_offset(up)
-    state.write_json("start.json", start.to_json())
-    return start
-
-
-def bootstrap_history(
-    up: UpstreamConfig, history_path: str, start: Offset, head: Offset | None = None
-) -> tuple[int, list[Any] | None]:
-    """Load the upstream's current tables into an empty schema history.
-
-    Returns where the binlog ended when the shapes were read: ``(ts, [file, pos])`` (ts is 0
-    when only the position is known; the position is None for a history bootstrapped by an
-    older version, which recorded the ts alone).
-
-    The shapes are the upstream's *current* ones, valid from ``start`` on. When the
-    changefeed starts in the past, DDLs before that point are already reflected in them;
-    the planner passes those statements on without re-applying them, and rows written
-    before them are decoded with their binlog table map (which always describes the rows
-    exactly). ``head``: the binlog head if the caller just read it. Otherwise the position
-    comes from ``SHOW MASTER STATUS``, which costs no scan of the current binlog file.
-    """
-    from sparkcdc.capture.catalog import SchemaCatalog
-    from sparkcdc.capture.schema_history import SchemaHistory
-    from sparkcdc.capture.upstream import master_status
-
-    folder, name = split_location(history_path)
-    marker = name + ".bootstrap.json"
-    store = open_history_store(history_path)
-    if store.load():
-        m = folder.read_json(marker)
-        if m is not None:
-            return int(m.get("ts", 0)), ([m["file"], int(m["pos"])] if "file" in m else None)
-    history = SchemaHistory.open(store)
-    conn = up.connect()
-    try:
-        if head is not None:
-            ts, file, pos = head.ts, head.file, head.pos
-        else:
-            (file, pos), ts = master_status(conn), 0
-        catalog = SchemaCatalog.load_from_upstream(conn, None, start.ts)
-    finally:
-        conn.close()
-    history.bootstrap(catalog, start.ts)
-    folder.write_json(marker, {"ts": ts, "file": file, "pos": pos})
-    return ts, [file, pos]
 
 
 class RunningChangefeed:

@@ -67,10 +67,11 @@ def binlog_corrections(job: SnapshotJob, tables: list[TableInfo]) -> tuple[Offse
     from pyspark.sql import functions as F
 
     from sparkcdc.capture.reader import Scanner
+    from sparkcdc.capture.start import scan_head
     from sparkcdc.pipeline.plan import split_segments
 
     # From S, which carries its chain state: only (S, H] is read, not the head's whole binlog file.
-    head = Scanner(job.up).head(job.handover)
+    head = scan_head(job.up, job.handover)
     snap = {(t.schema, t.table) for t in tables}
     txns = []
     cat = None

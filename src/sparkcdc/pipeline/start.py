@@ -1,0 +1,73 @@
+"""The start of a changefeed in its data dir: the start offset kept in ``start.json``, the schema history bootstrapped.
+
+``pipeline.changefeed.start_changefeed`` calls ``resolve_start`` and then ``bootstrap_history``;
+the upstream side (from a start-ts, ``file:pos``, GTID or the head to an ``Offset``) is
+``capture.start.resolve_start_offset``, whose docstring describes the whole chain.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sparkcdc.capture.offset import Offset
+from sparkcdc.capture.start import master_status, resolve_start_offset
+from sparkcdc.capture.upstream import UpstreamConfig
+from sparkcdc.pipeline.state import StateDir, open_history_store, split_location
+
+
+def resolve_start(
+    up: UpstreamConfig,
+    checkpoint_dir: str,
+    start_ts: int | None,
+    start_position: str | None = None,
+    start_gtid: str | None = None,
+) -> Offset:
+    """The first offset of a new changefeed, persisted so a restart before the first batch keeps it."""
+    state = StateDir.parse(checkpoint_dir)
+    saved = state.read_json("start.json")
+    if saved is not None:
+        return Offset.from_json(saved)
+    start = resolve_start_offset(up, start_ts, start_position, start_gtid)
+    state.write_json("start.json", start.to_json())
+    return start
+
+
+def bootstrap_history(
+    up: UpstreamConfig, history_path: str, start: Offset, head: Offset | None = None
+) -> tuple[int, list[Any] | None]:
+    """Load the upstream's current tables into an empty schema history.
+
+    Returns where the binlog ended when the shapes were read: ``(ts, [file, pos])`` (ts is 0
+    when only the position is known; the position is None for a history bootstrapped by an
+    older version, which recorded the ts alone).
+
+    The shapes are the upstream's *current* ones, valid from ``start`` on. When the
+    changefeed starts in the past, DDLs before that point are already reflected in them;
+    the planner passes those statements on without re-applying them, and rows written
+    before them are decoded with their binlog table map (which always describes the rows
+    exactly). ``head``: the binlog head if the caller just read it. Otherwise the position
+    comes from ``SHOW MASTER STATUS``, which costs no scan of the current binlog file.
+    """
+    from sparkcdc.capture.catalog import SchemaCatalog
+    from sparkcdc.capture.schema_history import SchemaHistory
+
+    folder, name = split_location(history_path)
+    marker = name + ".bootstrap.json"
+    store = open_history_store(history_path)
+    if store.load():
+        m = folder.read_json(marker)
+        if m is not None:
+            return int(m.get("ts", 0)), ([m["file"], int(m["pos"])] if "file" in m else None)
+    history = SchemaHistory.open(store)
+    conn = up.connect()
+    try:
+        if head is not None:
+            ts, file, pos = head.ts, head.file, head.pos
+        else:
+            (file, pos), ts = master_status(conn), 0
+        catalog = SchemaCatalog.load_from_upstream(conn, None, start.ts)
+    finally:
+        conn.close()
+    history.bootstrap(catalog, start.ts)
+    folder.write_json(marker, {"ts": ts, "file": file, "pos": pos})
+    return ts, [file, pos]

@@ -22,7 +22,7 @@ from sparkcdc.capture.offset import Offset
 from sparkcdc.capture.upstream import UpstreamConfig, check_upstream
 from sparkcdc.config.replica import ReplicaConfig
 from sparkcdc.config.uri import redact_uri
-from sparkcdc.errors import SparkCdcError, TransientError
+from sparkcdc.errors import SparkCdcError
 from sparkcdc.model.ts import physical_ms
 from sparkcdc.pipeline.plan import SourceSpec
 from sparkcdc.pipeline.start import bootstrap_history, resolve_start
@@ -232,7 +232,9 @@ class RunningChangefeed:
         return self.query is not None and bool(self.query.isActive)
 
     def exception(self) -> SparkCdcError | None:
-        """The error that stopped the query, mapped to a sparkcdc error."""
+        """The error that stopped the query: the sparkcdc error it carries, or an UnclassifiedError."""
+        from sparkcdc.errors import map_spark_error
+
         if self._error is not None:
             return self._error
         if self.query is None:
@@ -254,20 +256,6 @@ class RunningChangefeed:
             self.sink.close()
         finally:
             self._report()
-
-
-def map_spark_error(exc: BaseException) -> SparkCdcError:
-    """Find the sparkcdc error inside a Spark/Py4J exception text and rebuild it."""
-    import re
-
-    from sparkcdc import errors
-
-    text = str(exc)
-    for m in re.finditer(r"sparkcdc\.errors\.(\w+): (.+)", text):
-        cls = getattr(errors, m.group(1), None)
-        if isinstance(cls, type) and issubclass(cls, SparkCdcError):
-            return cls(m.group(2).strip())
-    return TransientError(f"the Spark query failed: {text.splitlines()[0] if text else exc!r}")
 
 
 def start_changefeed(

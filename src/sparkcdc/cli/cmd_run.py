@@ -11,7 +11,14 @@ import time
 import uuid
 
 from sparkcdc.config.replica import ReplicaConfig
-from sparkcdc.errors import ConfigError, SparkCdcError
+from sparkcdc.errors import (
+    MAX_UNCLASSIFIED_RETRIES,
+    ConfigError,
+    SparkCdcError,
+    UnclassifiedError,
+    map_spark_error,
+    retry_verdict,
+)
 from sparkcdc.model.ts import physical_ms
 
 ID_RULE = re.compile(r"^[a-zA-Z0-9]+(\-[a-zA-Z0-9]+)*$")
@@ -151,15 +158,38 @@ def run(args: argparse.Namespace) -> int:
     spark = get_spark(args.master, conf=parse_spark_conf(args.spark_conf))
     backoff = 1.0
     started_once = False
+    unclassified = 0  # restarts in a row, without progress, after errors sparkcdc does not recognise
+
+    def retry_later(err: SparkCdcError, lead: str = "") -> None:
+        """Raise the error the changefeed fails with, or wait the backoff before it restarts."""
+        nonlocal backoff, unclassified
+        verdict = retry_verdict(err, unclassified)
+        if verdict is err:
+            raise err
+        if verdict is not None:
+            raise verdict from err
+        count = ""
+        if isinstance(err, UnclassifiedError):
+            unclassified += 1
+            count = f" ({unclassified} of {MAX_UNCLASSIFIED_RETRIES} retries for an unrecognised error)"
+        print(
+            f"{lead}warning: [{err.code}] {err.message}; retrying in {backoff:.0f}s{count}", file=sys.stderr
+        )
+        time.sleep(backoff)
+        backoff = min(backoff * 2, 60.0)
+
     while True:
         try:
             running = start_changefeed(spark, spec, show)  # type: ignore[arg-type]
-        except SparkCdcError as exc:
-            if not exc.transient or not started_once:
-                raise  # at the first start a fault is reported at once: nothing hangs on a bad setup
-            print(f"warning: [{exc.code}] {exc.message}; retrying in {backoff:.0f}s", file=sys.stderr)
-            time.sleep(backoff)
-            backoff = min(backoff * 2, 60.0)
+        except Exception as exc:
+            # Spark jobs run while starting (the initial snapshot): their failure carries the error.
+            err = map_spark_error(exc)
+            if not started_once:
+                # At the first start a fault is reported at once: nothing hangs on a bad setup.
+                if err is exc or isinstance(err, UnclassifiedError):
+                    raise  # as it is (an unexpected failure keeps its traceback)
+                raise err from exc
+            retry_later(err)
             continue
         started_once = True
         print(f"changefeed {spec.changefeed_id} started; data dir {state_display}", file=sys.stderr)  # type: ignore[attr-defined]
@@ -180,12 +210,10 @@ def run(args: argparse.Namespace) -> int:
             return 128 + terminated[0] if terminated else 130
         finally:
             running.stop()
-        err = running.exception()
-        if err is None:
+        failure = running.exception()
+        if failure is None:
             return 1
-        if not err.transient:
-            raise err
-        # A passing fault (upstream restart, sink down): resume from the checkpoint after a pause.
-        print(f"\nwarning: [{err.code}] {err.message}; retrying in {backoff:.0f}s", file=sys.stderr)
-        time.sleep(backoff)
-        backoff = min(backoff * 2, 60.0)
+        if running.batches:
+            unclassified = 0  # it made progress: the earlier failures are over
+        # A passing fault (upstream restart, sink down) resumes from the checkpoint after a pause.
+        retry_later(failure, lead="\n")

@@ -32,7 +32,15 @@ from sqlalchemy.exc import SQLAlchemyError
 from sparkcdc import __version__
 from sparkcdc.config.replica import ReplicaConfig
 from sparkcdc.config.uri import redact_uri
-from sparkcdc.errors import ChangefeedNotFound, ConflictError, PermanentError, SparkCdcError, TransientError
+from sparkcdc.errors import (
+    ChangefeedNotFound,
+    ConflictError,
+    PermanentError,
+    SparkCdcError,
+    UnclassifiedError,
+    map_spark_error,
+    retry_verdict,
+)
 from sparkcdc.meta import ChangefeedInfo, ChangefeedState, MetaStore
 from sparkcdc.pipeline.state import StateDir, spark_checkpoint_location
 from sparkcdc.server.redact import scrub
@@ -65,6 +73,8 @@ class _Task:
     progress: ProgressLike | None = None
     retry_at: float = 0.0
     attempts: int = 0
+    unclassified: int = 0
+    """Restarts in a row after errors sparkcdc does not recognise (bounded by MAX_UNCLASSIFIED_RETRIES)."""
     warning: str | None = None
     first_error_at: float | None = None
     best_checkpoint: int = 0
@@ -282,7 +292,7 @@ class Scheduler:
             log.info("changefeed %s reached its target-ts", task.label)
             task.final = _Final("release", state=ChangefeedState.FINISHED)
         elif err is not None or not handle.is_active():
-            self._on_error(task, err or TransientError("the changefeed's query stopped unexpectedly"))
+            self._on_error(task, err or UnclassifiedError("the changefeed's query stopped without an error"))
         elif self._target_reached(task, row):
             log.info("changefeed %s reached its target-ts %s", task.label, row.target_ts)
             task.final = _Final("release", state=ChangefeedState.FINISHED)
@@ -315,11 +325,15 @@ class Scheduler:
         now = self.clock()
         if task.first_error_at is None:
             task.first_error_at = now
-        err = exc if isinstance(exc, SparkCdcError) else TransientError(f"{type(exc).__name__}: {exc}")
+        # A sparkcdc error as it is; a Spark failure (a snapshot job's) as the sparkcdc error it carries.
+        err = map_spark_error(exc)
         msg = self._scrub(task, f"[{err.code}] {err.message}")
-        if not err.transient:
+        verdict = retry_verdict(err, task.unclassified)
+        if verdict is not None:
+            if verdict is not err:
+                msg = self._scrub(task, f"[{verdict.code}] {verdict.message}")
             log.error("changefeed %s failed: %s", task.label, msg)
-            task.final = _Final("release", state=ChangefeedState.FAILED, error=err)
+            task.final = _Final("release", state=ChangefeedState.FAILED, error=verdict)
             return
         if now - task.first_error_at >= self.error_stuck_seconds:
             log.error(
@@ -332,6 +346,8 @@ class Scheduler:
             task.final = _Final("release", state=ChangefeedState.FAILED, error=stuck)
             return
         task.attempts += 1
+        if isinstance(err, UnclassifiedError):
+            task.unclassified += 1
         delay = min(self.backoff_max, self.backoff_base * 2 ** (task.attempts - 1))
         task.retry_at = now + delay
         task.warning = msg
@@ -427,6 +443,7 @@ class Scheduler:
             if task.handle is not None and task.final is None and (task.attempts or task.first_error_at):
                 # The checkpoint moves again: the earlier transient errors are over.
                 task.attempts = 0
+                task.unclassified = 0
                 task.first_error_at = None
                 task.warning = None
                 values["warning"] = None

@@ -319,7 +319,7 @@ class SnapshotOptions:
     ranges_per_task_slot: int = 4
     max_chunks_per_range: int = 4
     split_factor: float = 2.0
-    progress_interval_s: float = 1.0
+    progress_interval_s: float = 0.5
     upstream_render: bool = True
     """Let the upstream render the CSV records of a CSV storage sink's tables (``codec.csv_sql``)."""
     rendered_max_bytes: int = 64 << 20

@@ -49,6 +49,29 @@ WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
 ISOLATED_WORK_DIR = "/tmp/spark-work"
 ISOLATED_LOCAL_DIRS = "/tmp/spark-local"
 UNSHARE = ("unshare", "--mount", "--propagation", "private")
+# Inside a worker's mount namespace: keep the host's /tmp reachable at /mnt for a moment, put a private
+# tmpfs over /tmp, bind back the paths given before "--" (they are under the host's /tmp), hide /mnt.
+PRIVATE_TMP = (
+    "mount --bind /tmp /mnt && mount -t tmpfs tmpfs /tmp || exit 1; "
+    'while [ "$1" != "--" ]; do mkdir -p "$1" && mount --bind "/mnt${1#/tmp}" "$1" || exit 1; shift; done; '
+    'shift; umount -l /mnt; exec "$@"'
+)
+
+
+def host_paths_under_tmp() -> list[str]:
+    """What a worker must still see although it is under /tmp: this interpreter's environment and a checkout.
+
+    A checkout (and its ``.venv``) cloned under /tmp would otherwise vanish under the worker's private
+    /tmp, and with it the Python that Spark starts for every task.
+    """
+    import sparkcdc
+
+    package_root = Path(sparkcdc.__file__).resolve().parents[2]  # the checkout for src/sparkcdc/
+    found = sorted({str(Path(p).resolve()) for p in (sys.prefix, package_root)})
+    under = [p for p in found if p.startswith("/tmp/")]
+    return [p for p in under if not any(p != q and p.startswith(q + "/") for q in under)]
+
+
 STATE_FILE = "state.json"
 
 
@@ -65,7 +88,7 @@ def isolation_available() -> bool:
         return False
     try:
         probe = subprocess.run(
-            [*UNSHARE, "sh", "-c", "mount -t tmpfs tmpfs /tmp"],
+            [*UNSHARE, "sh", "-c", PRIVATE_TMP, "sh", *host_paths_under_tmp(), "--", "true"],
             stdin=subprocess.DEVNULL,
             capture_output=True,
             timeout=10,
@@ -255,8 +278,8 @@ class LocalSparkCluster:
         env = self._env()
         if self.isolated:
             env["SPARK_LOCAL_DIRS"] = ISOLATED_LOCAL_DIRS
-            script = 'mount -t tmpfs tmpfs /tmp && exec "$@"'
-            argv = [*UNSHARE, "sh", "-c", script, "sh", spark_class, *worker_args]
+            keep = host_paths_under_tmp()
+            argv = [*UNSHARE, "sh", "-c", PRIVATE_TMP, "sh", *keep, "--", spark_class, *worker_args]
             argv += ["--work-dir", ISOLATED_WORK_DIR]
         else:
             base = self.log_dir / f"worker-{i}"

@@ -17,7 +17,6 @@ import csv
 import io
 import re
 import signal
-import threading
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -33,6 +32,7 @@ from sparkcdc.services.s3 import LocalS3
 from sparkcdc.services.spark_cluster import LocalSparkCluster
 from sparkcdc.services.tansu import LocalTansu
 
+from .test_snapshot_e2e import BigLoad, _create_big, _create_downstream_tables
 from .workload import (
     CliProcess,
     SteadyLoad,
@@ -278,51 +278,6 @@ def test_kafka_changefeed_loses_a_worker_mid_stream(
 SNAPSHOT_ROWS = 500_000
 
 
-class _SnapshotWrites(threading.Thread):
-    """Updates, deletes and inserts on the snapshotted table until stopped."""
-
-    def __init__(self, db: LocalMariaDB, schema: str) -> None:
-        super().__init__(daemon=True)
-        self.db, self.schema = db, schema
-        self.done = threading.Event()
-        self.count = 0
-        self.error: BaseException | None = None
-
-    def run(self) -> None:
-        try:
-            conn = self.db.connect(self.schema)
-            try:
-                with conn.cursor() as cur:
-                    k = 0
-                    while not self.done.is_set():
-                        k += 1
-                        key = (k * 7919) % SNAPSHOT_ROWS + 1
-                        cur.execute("UPDATE snap SET v = v + 1, s = CONCAT('u', %s) WHERE id = %s", (k, key))
-                        if k % 3 == 0:
-                            cur.execute("DELETE FROM snap WHERE id = %s", ((key * 31) % SNAPSHOT_ROWS + 1,))
-                        if k % 2 == 0:
-                            cur.execute(
-                                "INSERT INTO snap VALUES (%s, %s, 'new', 1.25)", (SNAPSHOT_ROWS + k, k)
-                            )
-                        conn.commit()
-                        self.count += 1
-                        self.done.wait(0.01)
-            finally:
-                conn.close()
-        except BaseException as exc:  # reported by stop()
-            self.error = exc
-
-    def stop(self) -> int:
-        self.done.set()
-        self.join(timeout=60)
-        if self.error is not None:
-            raise AssertionError(f"the writes failed: {self.error!r}") from self.error
-        return self.count
-
-
-SNAP_DDL = "CREATE TABLE `{s}`.snap (id INT PRIMARY KEY, v INT, s VARCHAR(30), d DECIMAL(12,2))"
-
-
 def test_snapshot_of_500k_rows_loses_a_worker_mid_read(
     cluster: LocalSparkCluster,
     mariadb: LocalMariaDB,
@@ -331,12 +286,8 @@ def test_snapshot_of_500k_rows_loses_a_worker_mid_read(
     tmp_path: Path,
 ) -> None:
     schema = "e2e_cluster_snap"
-    mariadb.execute(
-        f"DROP DATABASE IF EXISTS `{schema}`",
-        f"CREATE DATABASE `{schema}`",
-        SNAP_DDL.format(s=schema),
-        f"INSERT INTO `{schema}`.snap SELECT seq, seq, CONCAT('r', seq), seq / 4 FROM `{schema}`.seq_1_to_{SNAPSHOT_ROWS}",
-    )
+    mariadb.execute(f"DROP DATABASE IF EXISTS `{schema}`", f"CREATE DATABASE `{schema}`")
+    _create_big(mariadb, schema, SNAPSHOT_ROWS)
     data_dir = buckets.sink_uri("cluster-state/snapshot")
     state = StateDir.parse(data_dir).child("cluster-snap")
     sink_uri = buckets.sink_uri("cluster-sink/snapshot", protocol="csv")
@@ -345,7 +296,7 @@ def test_snapshot_of_500k_rows_loses_a_worker_mid_read(
     config = _config(
         tmp_path, schema, '[snapshot]\nmode = "initial"\nchunk-size = 2000\nupstream-render = false\n'
     )
-    writes = _SnapshotWrites(mariadb, schema)
+    writes = BigLoad(mariadb, schema, SNAPSHOT_ROWS)
     run = CliProcess(
         _run_args(cluster, mariadb.uri, sink_uri, config, "cluster-snap", data_dir),
         tmp_path / "run.log",
@@ -363,7 +314,7 @@ def test_snapshot_of_500k_rows_loses_a_worker_mid_read(
         assert not snap.exists("done.json"), "the snapshot ended before the worker was killed"
         wait_for(lambda: snap.exists("done.json"), 600, "the snapshot to finish on the remaining worker")
         cluster.restart_worker(victim)
-        written = writes.stop()
+        ops = writes.stop()
         target = tso(mariadb.uri)
         wait_for(
             lambda: _checkpoint(state).get("checkpoint_ts", 0) >= target, 300, "the stream after the snapshot"
@@ -377,7 +328,8 @@ def test_snapshot_of_500k_rows_loses_a_worker_mid_read(
         if writes.is_alive():
             writes.stop()
         run.stop()
-    assert report["rows_copied"] >= SNAPSHOT_ROWS and report["touched_keys"] > 0 and written > 50
+    assert report["rows_copied"] >= SNAPSHOT_ROWS - ops["delete"] and report["touched_keys"] > 0
+    assert ops["update"] > 20 and ops["move"] > 5
     # The worker was lost while both range tasks ran (the snapshot was not done); the lost task ran again
     # on the other worker, which skipped the ranges already done and resumed the others from their saved
     # progress (tests/integration/snapshot checks the resume itself), and every range ended done.
@@ -387,9 +339,7 @@ def test_snapshot_of_500k_rows_loses_a_worker_mid_read(
     assert not snap.child("rows").list(), "the spool was not removed"
     files = StateDir.parse(buckets.sink_uri("cluster-sink/snapshot")).backend.walk_files()
     assert not [f for f in files if ".sparkcdc-staging" in f], "staging left behind"
-    downstream.execute(
-        f"DROP DATABASE IF EXISTS `{schema}`", f"CREATE DATABASE `{schema}`", SNAP_DDL.format(s=schema)
-    )
+    _create_downstream_tables(mariadb, downstream, schema)
     replay_once(sink_uri, downstream.port, "progress_cluster_snap", config, timeout=900)
     assert_tables_equal(mariadb, downstream, schema)
     downstream.execute(f"DROP DATABASE IF EXISTS `{schema}`", "DROP DATABASE IF EXISTS progress_cluster_snap")
@@ -462,9 +412,8 @@ def test_a_folder_on_the_drivers_own_disk_is_refused_on_a_cluster(
 ) -> None:
     """tmp_path is under the driver's /tmp, which no worker sees: as a sink or a snapshot's data dir, refused."""
     schema = "e2e_cluster_local_dirs"
-    mariadb.execute(
-        f"DROP DATABASE IF EXISTS `{schema}`", f"CREATE DATABASE `{schema}`", SNAP_DDL.format(s=schema)
-    )
+    mariadb.execute(f"DROP DATABASE IF EXISTS `{schema}`", f"CREATE DATABASE `{schema}`")
+    _create_big(mariadb, schema, 1000)
     config = _config(tmp_path, schema, '[snapshot]\nmode = "initial"\n')
     cases = [
         (f"file://{tmp_path / 'sink'}?protocol=csv", buckets.sink_uri("cluster-state/local-sink"), "sink"),

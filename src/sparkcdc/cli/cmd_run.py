@@ -109,12 +109,11 @@ def run(args: argparse.Namespace) -> int:
     from sparkcdc.pipeline.state import StateDir
 
     spec = build_spec(args)
-    state_display = StateDir.parse(spec.checkpoint_dir).display  # type: ignore[attr-defined]
-    # Reach the upstream (address, credentials, binlog settings) before Spark starts.
+    state = StateDir.parse(args.data_dir)
+    # Reach the upstream (address, credentials, binlog settings), then the data dir (a file,
+    # unwritable, no bucket, no credentials), before Spark starts.
     check_upstream(UpstreamConfig.from_uri(args.upstream_uri))
-    StateDir.parse(
-        args.data_dir
-    ).check()  # a file, unwritable, no bucket, no credentials: before Spark starts
+    state.check()
     tty = sys.stderr.isatty()
     last_print = [0.0]
 
@@ -192,7 +191,8 @@ def run(args: argparse.Namespace) -> int:
             retry_later(err)
             continue
         started_once = True
-        print(f"changefeed {spec.changefeed_id} started; data dir {state_display}", file=sys.stderr)  # type: ignore[attr-defined]
+        cid = spec.changefeed_id  # type: ignore[attr-defined]
+        print(f"changefeed {cid} started; data dir {state.child(cid).display}", file=sys.stderr)
         try:
             while True:
                 if running.wait(timeout=1.0):

@@ -91,7 +91,9 @@ class StateDir:
 
     def child(self, rel: str) -> StateDir:
         """The sub-folder ``rel``."""
-        return StateDir(self.join(rel), replace(self.backend, root=self.backend.full(rel)))
+        return StateDir(
+            self.join(rel), replace(self.backend, root=self.backend.full(rel), display=self.join_display(rel))
+        )
 
     def join(self, rel: str) -> str:
         """The location string of ``rel`` below this folder (a path, or a URL keeping its parameters)."""

@@ -139,3 +139,15 @@ def test_remove_deletes_one_object_and_ignores_a_missing_one(tmp_path: Path) -> 
     d.remove("p")
     d.remove("p")
     assert not d.exists("p")
+
+
+def test_a_child_shows_its_own_location_and_shares_the_spark_checkpoint_of_its_parsed_location(
+    tmp_path: Path,
+) -> None:
+    remote = StateDir.parse("s3://b/p?access-key=a&secret-access-key=TOPSECRET").child("cf").child("epoch-2")
+    assert remote.display.startswith("s3://b/p/cf/epoch-2?") and "TOPSECRET" not in remote.display
+    again = StateDir.parse(remote.location)
+    assert again.display == remote.display
+    assert spark_checkpoint_location(remote, "cf") == spark_checkpoint_location(again, "cf")
+    local = StateDir.parse(str(tmp_path)).child("cf")
+    assert local.display == str(tmp_path / "cf")

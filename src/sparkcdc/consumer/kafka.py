@@ -58,6 +58,7 @@ from sparkcdc.consumer.kafka_loop import (
     Pair,
     split_consumer_params,
 )
+from sparkcdc.consumer.progress import ProgressTable
 from sparkcdc.errors import ConfigError, DecodeError
 from sparkcdc.model import RowChange, TableInfo
 from sparkcdc.sink.kafka.large_message import parse_claim_check_body
@@ -66,6 +67,12 @@ from sparkcdc.sink.kafka.options import KafkaOptions
 log = logging.getLogger(__name__)
 
 PROGRESS_TABLE = "sparkcdc_kafka_consumer_progress"
+PROGRESS_COLUMNS = (
+    "consumer_id VARCHAR(32) NOT NULL PRIMARY KEY, topic VARCHAR(255) NOT NULL, "
+    "group_id VARCHAR(255) NOT NULL, applied_ts BIGINT UNSIGNED NOT NULL DEFAULT 0, "
+    "applying_ts BIGINT UNSIGNED NOT NULL DEFAULT 0, "
+    "updated_at TIMESTAMP(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3) ON UPDATE CURRENT_TIMESTAMP(3)"
+)
 
 
 @dataclass
@@ -104,7 +111,7 @@ class KafkaConsumer(KafkaConsumerBase[_PartitionState]):
         super().__init__(
             upstream_uri, downstream_uri, config, progress_schema=progress_schema, group_id=group_id
         )
-        self._progress_ready = False
+        self._progress = ProgressTable(self.progress_schema, PROGRESS_TABLE, PROGRESS_COLUMNS)
         self._applied = 0
         """The watermark applied downstream: changes at or below it are replays."""
         self._applying = 0
@@ -282,34 +289,11 @@ class KafkaConsumer(KafkaConsumerBase[_PartitionState]):
 
     # --- progress ----------------------------------------------------------------------------------
 
-    def _progress_table(self) -> str:
-        from sparkcdc.sink.mysql.statements import quote_ident_raw
-
-        return f"{quote_ident_raw(self.progress_schema)}.{quote_ident_raw(PROGRESS_TABLE)}"
-
-    def _progress_conn(self) -> Any:
-        from sparkcdc.sink.mysql.statements import quote_ident_raw
-
-        conn = self.applier.connection()
-        if not self._progress_ready:
-            with conn.cursor() as cur:
-                cur.execute("CREATE DATABASE IF NOT EXISTS " + quote_ident_raw(self.progress_schema))
-                cur.execute(
-                    f"CREATE TABLE IF NOT EXISTS {self._progress_table()} ("
-                    "consumer_id VARCHAR(32) NOT NULL PRIMARY KEY, topic VARCHAR(255) NOT NULL, "
-                    "group_id VARCHAR(255) NOT NULL, applied_ts BIGINT UNSIGNED NOT NULL DEFAULT 0, "
-                    "applying_ts BIGINT UNSIGNED NOT NULL DEFAULT 0, "
-                    "updated_at TIMESTAMP(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3) ON UPDATE CURRENT_TIMESTAMP(3))"
-                )
-            conn.commit()
-            self._progress_ready = True
-        return conn
-
     def _load_progress(self) -> tuple[int, int]:
-        conn = self._progress_conn()
+        conn = self._progress.connect(self.applier)
         with conn.cursor() as cur:
             cur.execute(
-                f"SELECT applied_ts, applying_ts FROM {self._progress_table()} WHERE consumer_id=%s",
+                f"SELECT applied_ts, applying_ts FROM {self._progress.name} WHERE consumer_id=%s",
                 (self.consumer_id,),
             )
             row = cur.fetchone()
@@ -319,10 +303,10 @@ class KafkaConsumer(KafkaConsumerBase[_PartitionState]):
         return int(row[0]), int(row[1])
 
     def _save_progress(self, applied: int, applying: int) -> None:
-        conn = self._progress_conn()
+        conn = self._progress.connect(self.applier)
         with conn.cursor() as cur:
             cur.execute(
-                f"INSERT INTO {self._progress_table()} (consumer_id, topic, group_id, applied_ts, applying_ts) "
+                f"INSERT INTO {self._progress.name} (consumer_id, topic, group_id, applied_ts, applying_ts) "
                 "VALUES (%s,%s,%s,%s,%s) ON DUPLICATE KEY UPDATE applied_ts=VALUES(applied_ts), "
                 "applying_ts=VALUES(applying_ts)",
                 (self.consumer_id, self.topic, self.group_id, applied, applying),

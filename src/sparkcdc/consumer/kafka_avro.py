@@ -46,6 +46,7 @@ from sparkcdc.codec.avro_schema import sanitize_name
 from sparkcdc.config.replica import ReplicaConfig
 from sparkcdc.config.uri import redact_uri
 from sparkcdc.consumer.kafka_loop import DEFAULT_PROGRESS_SCHEMA, ConsumerStats, KafkaConsumerBase, Pair
+from sparkcdc.consumer.progress import ProgressTable
 from sparkcdc.errors import DecodeError, SinkUnavailable
 from sparkcdc.model import RowChange, TableInfo
 
@@ -55,6 +56,13 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 AVRO_PROGRESS_TABLE = "sparkcdc_kafka_avro_consumer_progress"
+AVRO_PROGRESS_COLUMNS = (
+    "consumer_id VARCHAR(32) NOT NULL, kafka_partition INT NOT NULL, "
+    "topic VARCHAR(255) NOT NULL, group_id VARCHAR(255) NOT NULL, "
+    "next_offset BIGINT NOT NULL, applied_ts BIGINT UNSIGNED NOT NULL DEFAULT 0, "
+    "updated_at TIMESTAMP(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3) ON UPDATE CURRENT_TIMESTAMP(3), "
+    "PRIMARY KEY (consumer_id, kafka_partition)"
+)
 SYSTEM_SCHEMAS = frozenset({"mysql", "information_schema", "performance_schema", "sys"})
 
 
@@ -117,7 +125,7 @@ class AvroKafkaConsumer(KafkaConsumerBase[_Partition]):
         self.applier.safe_mode = True
         self._targets: dict[tuple[str, str], _Target] = {}
         self._names: dict[tuple[str, str], list[tuple[str, str]]] | None = None
-        self._avro_progress_ready = False
+        self._progress = ProgressTable(self.progress_schema, AVRO_PROGRESS_TABLE, AVRO_PROGRESS_COLUMNS)
         self.stats = ConsumerStats(protocol="avro")
         self._warned_keyless = False
 
@@ -349,36 +357,12 @@ class AvroKafkaConsumer(KafkaConsumerBase[_Partition]):
 
     # --- progress ----------------------------------------------------------------------------------
 
-    def _avro_progress_table(self) -> str:
-        from sparkcdc.sink.mysql.statements import quote_ident_raw
-
-        return f"{quote_ident_raw(self.progress_schema)}.{quote_ident_raw(AVRO_PROGRESS_TABLE)}"
-
-    def _avro_progress_conn(self) -> Any:
-        from sparkcdc.sink.mysql.statements import quote_ident_raw
-
-        conn = self.applier.connection()
-        if not self._avro_progress_ready:
-            with conn.cursor() as cur:
-                cur.execute("CREATE DATABASE IF NOT EXISTS " + quote_ident_raw(self.progress_schema))
-                cur.execute(
-                    f"CREATE TABLE IF NOT EXISTS {self._avro_progress_table()} ("
-                    "consumer_id VARCHAR(32) NOT NULL, kafka_partition INT NOT NULL, "
-                    "topic VARCHAR(255) NOT NULL, group_id VARCHAR(255) NOT NULL, "
-                    "next_offset BIGINT NOT NULL, applied_ts BIGINT UNSIGNED NOT NULL DEFAULT 0, "
-                    "updated_at TIMESTAMP(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3) ON UPDATE CURRENT_TIMESTAMP(3), "
-                    "PRIMARY KEY (consumer_id, kafka_partition))"
-                )
-            conn.commit()
-            self._avro_progress_ready = True
-        return conn
-
     def _load_avro_progress(self) -> dict[int, tuple[int, int]]:
         """Partition → (next offset, largest commit_ts applied), as stored downstream."""
-        conn = self._avro_progress_conn()
+        conn = self._progress.connect(self.applier)
         with conn.cursor() as cur:
             cur.execute(
-                f"SELECT kafka_partition, next_offset, applied_ts FROM {self._avro_progress_table()} "
+                f"SELECT kafka_partition, next_offset, applied_ts FROM {self._progress.name} "
                 "WHERE consumer_id=%s",
                 (self.consumer_id,),
             )
@@ -394,10 +378,10 @@ class AvroKafkaConsumer(KafkaConsumerBase[_Partition]):
                 rows.append((self.consumer_id, p, self.topic, self.group_id, off, st.max_ts))
         if not rows:
             return
-        conn = self._avro_progress_conn()
+        conn = self._progress.connect(self.applier)
         with conn.cursor() as cur:
             cur.executemany(
-                f"INSERT INTO {self._avro_progress_table()} "
+                f"INSERT INTO {self._progress.name} "
                 "(consumer_id, kafka_partition, topic, group_id, next_offset, applied_ts) VALUES (%s,%s,%s,%s,%s,%s) "
                 "ON DUPLICATE KEY UPDATE next_offset=VALUES(next_offset), applied_ts=VALUES(applied_ts)",
                 rows,

@@ -41,6 +41,7 @@ import pymysql
 
 from sparkcdc.config.replica import ReplicaConfig
 from sparkcdc.config.uri import redact_uri
+from sparkcdc.consumer.progress import ProgressTable
 from sparkcdc.errors import ConfigError, DecodeError, SinkError
 from sparkcdc.model import RowChange, TableInfo
 from sparkcdc.sink.mysql.applier import MySQLApplier
@@ -60,6 +61,13 @@ from sparkcdc.sink.storage.settings import StorageSettings
 log = logging.getLogger(__name__)
 
 PROGRESS_TABLE = "sparkcdc_consumer_progress"
+PROGRESS_COLUMNS = (
+    "consumer_id VARCHAR(32) NOT NULL, kind VARCHAR(8) NOT NULL, item_hash CHAR(40) NOT NULL, "
+    "item TEXT NOT NULL, file_index BIGINT NOT NULL DEFAULT 0, row_offset BIGINT NOT NULL DEFAULT 0, "
+    "watermark BIGINT UNSIGNED NOT NULL DEFAULT 0, max_commit_ts BIGINT UNSIGNED NOT NULL DEFAULT 0, "
+    "updated_at TIMESTAMP(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3) ON UPDATE CURRENT_TIMESTAMP(3), "
+    "PRIMARY KEY (consumer_id, kind, item_hash)"
+)
 DEFAULT_PROGRESS_SCHEMA = "sparkcdc_consumer"
 NO_TS_SAFE = 1 << 64
 """replicating_ts for rows without commit_ts: always safe mode."""
@@ -144,7 +152,7 @@ class StorageConsumer:
 
             self._decoder = CSVDecoder.from_config(self.config)
         self._defs: dict[str, TableDefinition] = {}
-        self._progress_ready = False
+        self._progress = ProgressTable(self.progress_schema, PROGRESS_TABLE, PROGRESS_COLUMNS)
 
     # -- public --------------------------------------------------------------------------------
 
@@ -241,7 +249,7 @@ class StorageConsumer:
                     blocked.add(key)
 
         # Every row ≤ checkpoint of the other tables is applied: later copies are replays.
-        conn = self._conn()
+        conn = self._progress.connect(self.applier)
         with conn.cursor() as cur:
             for d in dir_files:
                 key = _table_key(d.schema, d.table)
@@ -284,20 +292,20 @@ class StorageConsumer:
             # The table existed before the changefeed: create it from its definition if missing.
             if self._create_table_if_missing(d):
                 stats.tables_created += 1
-        conn = self._conn()
+        conn = self._progress.connect(self.applier)
         with conn.cursor() as cur:
             self._save(cur, "ddl", sf.path, 0, 0, sf.version, 0)
         conn.commit()
         progress.ddls.add(sf.path)
 
     def _ensure_database(self, schema: str) -> None:
-        conn = self._conn()
+        conn = self._progress.connect(self.applier)
         with conn.cursor() as cur:
             cur.execute("CREATE DATABASE IF NOT EXISTS " + quote_ident_raw(schema))
         conn.commit()
 
     def _create_table_if_missing(self, d: TableDefinition) -> bool:
-        conn = self._conn()
+        conn = self._progress.connect(self.applier)
         with conn.cursor() as cur:
             cur.execute(
                 "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA=%s AND TABLE_NAME=%s",
@@ -371,7 +379,7 @@ class StorageConsumer:
             else:
                 dp.file_index, dp.row_offset = index + 1, 0
                 stats.files += 1
-            conn = self._conn()
+            conn = self._progress.connect(self.applier)
             with conn.cursor() as cur:
                 self._save(cur, "dir", d.path, dp.file_index, dp.row_offset, 0, dp.max_commit_ts)
             conn.commit()
@@ -392,32 +400,12 @@ class StorageConsumer:
 
     # -- progress ------------------------------------------------------------------------------
 
-    def _conn(self) -> pymysql.Connection:
-        conn = self.applier.connection()
-        if not self._progress_ready:
-            with conn.cursor() as cur:
-                cur.execute("CREATE DATABASE IF NOT EXISTS " + quote_ident_raw(self.progress_schema))
-                cur.execute(
-                    f"CREATE TABLE IF NOT EXISTS {self._table()} ("
-                    "consumer_id VARCHAR(32) NOT NULL, kind VARCHAR(8) NOT NULL, item_hash CHAR(40) NOT NULL, "
-                    "item TEXT NOT NULL, file_index BIGINT NOT NULL DEFAULT 0, row_offset BIGINT NOT NULL DEFAULT 0, "
-                    "watermark BIGINT UNSIGNED NOT NULL DEFAULT 0, max_commit_ts BIGINT UNSIGNED NOT NULL DEFAULT 0, "
-                    "updated_at TIMESTAMP(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3) ON UPDATE CURRENT_TIMESTAMP(3), "
-                    "PRIMARY KEY (consumer_id, kind, item_hash))"
-                )
-            conn.commit()
-            self._progress_ready = True
-        return conn
-
-    def _table(self) -> str:
-        return f"{quote_ident_raw(self.progress_schema)}.{quote_ident_raw(PROGRESS_TABLE)}"
-
     def _load_progress(self) -> _Progress:
-        conn = self._conn()
+        conn = self._progress.connect(self.applier)
         p = _Progress()
         with conn.cursor() as cur:
             cur.execute(
-                f"SELECT kind, item, file_index, row_offset, watermark, max_commit_ts FROM {self._table()} "
+                f"SELECT kind, item, file_index, row_offset, watermark, max_commit_ts FROM {self._progress.name} "
                 "WHERE consumer_id=%s",
                 (self.consumer_id,),
             )
@@ -433,7 +421,7 @@ class StorageConsumer:
 
     def _save(self, cur: Any, kind: str, item: str, fi: int, ro: int, wm: int, mx: int) -> None:
         cur.execute(
-            f"INSERT INTO {self._table()} (consumer_id, kind, item_hash, item, file_index, row_offset, "
+            f"INSERT INTO {self._progress.name} (consumer_id, kind, item_hash, item, file_index, row_offset, "
             "watermark, max_commit_ts) VALUES (%s,%s,%s,%s,%s,%s,%s,%s) ON DUPLICATE KEY UPDATE "
             "file_index=VALUES(file_index), row_offset=VALUES(row_offset), watermark=VALUES(watermark), "
             "max_commit_ts=VALUES(max_commit_ts)",

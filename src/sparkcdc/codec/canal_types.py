@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from sparkcdc.model.schema import BLOB_TYPES, TEXT_TYPES, ColumnInfo
+from sparkcdc.model.schema import BLOB_TYPES, DEFAULT_FLEN, DEFAULT_UNSIGNED_FLEN, TEXT_TYPES, ColumnInfo
 
 # java.sql.Types (JDK 1.8)
 JAVA_BIT: Final = -7
@@ -71,27 +71,6 @@ UNSIGNED_PROMOTION: dict[str, tuple[int, int]] = {
     "bigint": (9223372036854775807, JAVA_DECIMAL),
 }
 
-# TiDB's default display widths (mysql.GetDefaultFieldLengthAndDecimal), used by
-# content-compatible types when the column carries no explicit width.
-_DEFAULT_WIDTH: dict[str, int] = {
-    "tinyint": 4,
-    "smallint": 6,
-    "mediumint": 9,
-    "int": 11,
-    "bigint": 20,
-    "bit": 1,
-    "char": 1,
-    "binary": 1,
-    "year": 4,
-}
-_DEFAULT_UNSIGNED_WIDTH: dict[str, int] = {
-    "tinyint": 3,
-    "smallint": 5,
-    "mediumint": 8,
-    "int": 10,
-    "bigint": 20,
-}
-
 
 def base_java_type(col: ColumnInfo) -> int:
     """The ``sqlType`` of a column before value-dependent unsigned promotion."""
@@ -144,13 +123,13 @@ def _compact_type(col: ColumnInfo) -> str:
         return t
     if t == "decimal":
         return f"decimal({col.precision if col.precision is not None else 10},{col.scale or 0})"
-    if t in _DEFAULT_UNSIGNED_WIDTH or t in ("bit", "char", "varchar", "binary", "varbinary", "year"):
+    if t in DEFAULT_UNSIGNED_FLEN or t in ("bit", "char", "varchar", "binary", "varbinary", "year"):
         width: int | None = col.length
         if width is None:
-            if col.unsigned and t in _DEFAULT_UNSIGNED_WIDTH:
-                width = _DEFAULT_UNSIGNED_WIDTH[t]
-            else:
-                width = _DEFAULT_WIDTH.get(t)
+            if col.unsigned and t in DEFAULT_UNSIGNED_FLEN:
+                width = DEFAULT_UNSIGNED_FLEN[t]
+            elif t not in ("varchar", "varbinary"):  # content-compatible types keep these bare
+                width = DEFAULT_FLEN[t]
         return f"{t}({width})" if width is not None else t
     return t
 

@@ -19,6 +19,34 @@ ALL_TYPES = (
     | frozenset({"decimal", "enum", "set", "bit", "json", "geometry"})
 )
 
+DEFAULT_FLEN: dict[str, int] = {
+    "tinyint": 4,
+    "smallint": 6,
+    "mediumint": 9,
+    "int": 11,
+    "bigint": 20,
+    "bit": 1,
+    "char": 1,
+    "binary": 1,
+    "varchar": 5,
+    "varbinary": 5,
+    "tinytext": 255,
+    "tinyblob": 255,
+    "text": 65535,
+    "blob": 65535,
+    "mediumtext": 16777215,
+    "mediumblob": 16777215,
+    "longtext": 4294967295,
+    "longblob": 4294967295,
+    "year": 4,
+    "float": 12,
+    "double": 22,
+    "decimal": 10,
+}
+"""A type's display length when the column declares none (TiDB's ``GetDefaultFieldLengthAndDecimal``)."""
+DEFAULT_UNSIGNED_FLEN: dict[str, int] = {"tinyint": 3, "smallint": 5, "mediumint": 8, "int": 10, "bigint": 20}
+"""The same for unsigned integers, as MySQL sets them."""
+
 
 @dataclass(frozen=True, slots=True)
 class ColumnInfo:

@@ -54,34 +54,10 @@ class InitialSnapshot(SnapshotJob):
     """Driver side of one changefeed's initial snapshot: the plan, then read, correct, write (see the package)."""
 
     def __init__(
-        self,
-        spark: Any,
-        *,
-        changefeed_id: str,
-        upstream_uri: str,
-        checkpoint_dir: str,
-        history_path: str,
-        handover: Offset,
-        filter_rules: list[str],
-        case_sensitive: bool = False,
-        time_zone: str = "UTC",
-        options: SnapshotOptions | None = None,
-        store: RangeStore | None = None,
-        on_figures: Callable[[SnapshotFigures], None] | None = None,
+        self, spark: Any, *, on_figures: Callable[[SnapshotFigures], None] | None = None, **job: Any
     ) -> None:
-        super().__init__(
-            spark,
-            changefeed_id=changefeed_id,
-            upstream_uri=upstream_uri,
-            checkpoint_dir=checkpoint_dir,
-            history_path=history_path,
-            handover=handover,
-            filter_rules=filter_rules,
-            case_sensitive=case_sensitive,
-            time_zone=time_zone,
-            options=options,
-            store=store,
-        )
+        """``job``: ``SnapshotJob``'s keyword arguments; ``on_figures`` gets the progress figures."""
+        super().__init__(spark, **job)
         self.on_figures = on_figures
         self.phase = "planning"
         self._rate: list[tuple[float, int]] = []

@@ -15,6 +15,7 @@ from typing import Any
 
 from sparkcdc.errors import DecodeError
 from sparkcdc.model import ColumnInfo, DDLEvent, DDLType, IndexInfo, TableInfo
+from sparkcdc.model.schema import DEFAULT_FLEN, DEFAULT_UNSIGNED_FLEN
 from sparkcdc.sink.storage.layout import schema_file_path
 
 TABLE_DEFINITION_VERSION = 1
@@ -61,32 +62,6 @@ _SIMPLE_ACTIONS = {
     DDLType.OTHER: 0,
 }
 
-# Default display lengths (TiDB's GetDefaultFieldLengthAndDecimal; unsigned ints as MySQL sets them).
-_DEFAULT_FLEN = {
-    "tinyint": 4,
-    "smallint": 6,
-    "mediumint": 9,
-    "int": 11,
-    "bigint": 20,
-    "bit": 1,
-    "char": 1,
-    "binary": 1,
-    "varchar": 5,
-    "varbinary": 5,
-    "tinytext": 255,
-    "tinyblob": 255,
-    "text": 65535,
-    "blob": 65535,
-    "mediumtext": 16777215,
-    "mediumblob": 16777215,
-    "longtext": 4294967295,
-    "longblob": 4294967295,
-    "year": 4,
-    "float": 12,
-    "double": 22,
-    "decimal": 10,
-}
-_DEFAULT_UNSIGNED_FLEN = {"tinyint": 3, "smallint": 5, "mediumint": 8, "int": 10, "bigint": 20}
 _FLEN_TYPES = frozenset(
     {
         "tinyint", "smallint", "mediumint", "int", "bigint", "bit", "char", "varchar", "binary",
@@ -259,7 +234,7 @@ class TableCol:
             if col.fsp:
                 tc.scale = str(col.fsp)
         elif t in ("float", "double"):
-            tc.precision = str(col.precision if col.precision is not None else _DEFAULT_FLEN[t])
+            tc.precision = str(col.precision if col.precision is not None else DEFAULT_FLEN[t])
             if col.scale not in (None, 0, -1):
                 tc.scale = str(col.scale)
         elif t == "decimal":
@@ -268,10 +243,10 @@ class TableCol:
         elif t in _FLEN_TYPES:
             if col.length is not None:
                 flen = col.length
-            elif col.unsigned and t in _DEFAULT_UNSIGNED_FLEN:
-                flen = _DEFAULT_UNSIGNED_FLEN[t]
+            elif col.unsigned and t in DEFAULT_UNSIGNED_FLEN:
+                flen = DEFAULT_UNSIGNED_FLEN[t]
             else:
-                flen = _DEFAULT_FLEN[t]
+                flen = DEFAULT_FLEN[t]
             tc.precision = str(flen)
         return tc
 

@@ -587,6 +587,7 @@ def run_one(ctx: Context, kind: str, setup: Setup, rep: int) -> Result:
             **setup.conf,
             **event_log_conf(ctx.work / "events" / cid),
             "spark.driver.extraJavaOptions": f"-Djava.io.tmpdir={scratch}",
+            "spark.sql.streaming.checkpointLocation": str(ckpt_root),
         }
         for k, v in conf.items():
             args += ["--spark-conf", f"{k}={v}"]
@@ -595,7 +596,6 @@ def run_one(ctx: Context, kind: str, setup: Setup, rep: int) -> Result:
         env = dict(
             setup.env,
             TMPDIR=str(scratch),
-            SPARKCDC_SPARK_CHECKPOINT_ROOT=str(ckpt_root),
             SPARK_LOCAL_DIRS=str(ctx.work / "spark-local"),
         )
         sid: list[int] = []

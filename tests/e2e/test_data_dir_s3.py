@@ -57,7 +57,6 @@ def test_state_in_s3_survives_a_kill_and_a_lost_spark_checkpoint(
         '[snapshot]\nmode = "initial"\nchunk-size = 20\n'
     )
     spark_root = tmp_path / "spark-checkpoints"
-    env = {"SPARKCDC_SPARK_CHECKPOINT_ROOT": str(spark_root)}
     common = [
         "run",
         "--upstream-uri",
@@ -73,8 +72,10 @@ def test_state_in_s3_survives_a_kill_and_a_lost_spark_checkpoint(
         "--master",
         "local[2]",
         "--no-progress",
+        "--spark-conf",
+        f"spark.sql.streaming.checkpointLocation={spark_root}",
     ]
-    run1 = CliProcess(common, tmp_path / "run1.log", env=env)
+    run1 = CliProcess(common, tmp_path / "run1.log")
     load = SteadyLoad(mariadb, SCHEMA, pause=0.05)
     try:
         run1.wait_for("started; data dir s3://e2e-state/feeds/", timeout=240, what="the first run to start")
@@ -102,7 +103,7 @@ def test_state_in_s3_survives_a_kill_and_a_lost_spark_checkpoint(
 
     total = load.stop()
     target_ts = tso(mariadb.uri)
-    run2 = CliProcess([*common, "--target-ts", str(target_ts)], tmp_path / "run2.log", env=env)
+    run2 = CliProcess([*common, "--target-ts", str(target_ts)], tmp_path / "run2.log")
     try:
         rc = run2.wait(timeout=420)
     finally:

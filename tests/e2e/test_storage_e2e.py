@@ -109,9 +109,10 @@ def replicated(
                     "--master",
                     "local[1]",
                     "--no-progress",
+                    "--spark-conf",
+                    "spark.driver.memory=1g",
                 ],
                 root / f"run-{name}.log",
-                env={"SPARKCDC_DRIVER_MEMORY": "1g"},
             )
         for name, proc in procs.items():
             rc = proc.wait(RUN_TIMEOUT)

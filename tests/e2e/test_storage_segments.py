@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from sparkcdc.pipeline import plan
 from sparkcdc.services.mariadb import LocalMariaDB
 from sparkcdc.services.s3 import LocalS3
 
@@ -91,7 +92,7 @@ def test_parallel_segments_to_file_and_s3_equal_upstream(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setenv("SPARKCDC_SPLIT_BYTES", "8192")
+    monkeypatch.setattr(plan, "SPLIT_BYTES", 8192)  # several segments from 400 rows
     start_ts = tso(mariadb.uri)
     run_workload(mariadb, SCHEMA, rows=400, seed=11)
     target_ts = tso(mariadb.uri)

@@ -26,7 +26,12 @@ from sparkcdc.errors import SparkCdcError
 from sparkcdc.model.ts import physical_ms
 from sparkcdc.pipeline.plan import SourceSpec
 from sparkcdc.pipeline.start import bootstrap_history, resolve_start
-from sparkcdc.pipeline.state import StateDir, check_executors_see, spark_checkpoint_location
+from sparkcdc.pipeline.state import (
+    SPARK_CHECKPOINT_ROOT_CONF,
+    StateDir,
+    check_executors_see,
+    spark_checkpoint_location,
+)
 from sparkcdc.pipeline.writer import BatchResult, BatchWriter
 from sparkcdc.sink import create_sink
 from sparkcdc.sink.base import Sink
@@ -285,7 +290,9 @@ def start_changefeed(
         check_executors_see(
             spark, StateDir(backend.root, backend), "the executors write the sink's files there"
         )
-    spark_checkpoint = spark_checkpoint_location(state, spec.changefeed_id)
+    spark_checkpoint = spark_checkpoint_location(
+        state, spec.changefeed_id, spark.conf.get(SPARK_CHECKPOINT_ROOT_CONF, None)
+    )
     src = SourceSpec(
         changefeed_id=spec.changefeed_id,
         upstream_uri=spec.upstream_uri,

@@ -9,7 +9,6 @@ whole transactions that Spark tasks decode in parallel.
 from __future__ import annotations
 
 import logging
-import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,6 +20,9 @@ from sparkcdc.model import DDLEvent, TableInfo
 from sparkcdc.pipeline.serde import ddl_from_dict, ddl_to_dict
 
 log = logging.getLogger(__name__)
+
+SPLIT_BYTES = 4 << 20
+"""The default ``SourceSpec.split_bytes`` (read when a spec is made, so a test can lower it)."""
 
 
 @dataclass
@@ -36,7 +38,7 @@ class SourceSpec:
     case_sensitive: bool = False
     time_zone: str = "UTC"
     max_batch_bytes: int = 64 << 20
-    split_bytes: int = field(default_factory=lambda: int(os.environ.get("SPARKCDC_SPLIT_BYTES", 4 << 20)))
+    split_bytes: int = field(default_factory=lambda: SPLIT_BYTES)
     """A batch larger than this is decoded by several Spark tasks in parallel."""
     parallelism: int = 2
     bootstrap_ts: int = 0

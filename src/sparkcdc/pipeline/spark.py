@@ -31,7 +31,8 @@ def get_spark(
         "spark.python.worker.reuse": "true",
         "spark.sql.streaming.stopTimeout": "60s",
         "spark.sql.execution.arrow.pyspark.enabled": "true",
-        "spark.driver.memory": os.environ.get("SPARKCDC_DRIVER_MEMORY", "2g"),
+        "spark.driver.memory": "2g",
+        "spark.log.level": "ERROR",
         "spark.sql.streaming.noDataMicroBatches.enabled": "false",
         "spark.sql.adaptive.enabled": "false",
         "spark.executorEnv.PYSPARK_PYTHON": os.environ["PYSPARK_PYTHON"],
@@ -40,10 +41,11 @@ def get_spark(
         # A local Spark talks only to itself: keep the driver on loopback.
         defaults["spark.driver.host"] = "127.0.0.1"
         defaults["spark.driver.bindAddress"] = "127.0.0.1"
-    for k, v in {**defaults, **(conf or {})}.items():
+    settings = {**defaults, **(conf or {})}
+    for k, v in settings.items():
         builder = builder.config(k, v)
     spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel(os.environ.get("SPARKCDC_SPARK_LOG_LEVEL", "ERROR"))
+    spark.sparkContext.setLogLevel(settings["spark.log.level"])
     if id(spark) not in _registered:
         from sparkcdc.pipeline.source import BinlogDataSource
 

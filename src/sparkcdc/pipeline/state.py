@@ -219,18 +219,22 @@ class StateDir:
         return pq.read_table(io.BytesIO(data))
 
 
-def spark_checkpoint_location(state: StateDir, changefeed_id: str) -> str:
+SPARK_CHECKPOINT_ROOT_CONF = "spark.sql.streaming.checkpointLocation"
+"""The Spark setting (``--spark-conf``) that names the driver-local folder of Spark checkpoints."""
+
+
+def spark_checkpoint_location(state: StateDir, changefeed_id: str, root: str | None = None) -> str:
     """Where Spark's own checkpoint of a changefeed lives: ``spark/`` in a local data dir, else driver-local.
 
     Spark writes its offset and commit logs through Hadoop, which has no s3/gcs/azure file
-    system in the pyspark wheel; the query is stateless, so only the driver reads them.
+    system in the pyspark wheel; the query is stateless, so only the driver reads them. The
+    driver-local folder is under ``root`` (the session's ``spark.sql.streaming.checkpointLocation``),
+    by default ``<temp dir>/sparkcdc-spark-checkpoints``.
     """
     if state.local:
         return state.local_path("spark")
     digest = hashlib.sha256(state.display.encode()).hexdigest()[:16]
-    root = os.environ.get("SPARKCDC_SPARK_CHECKPOINT_ROOT") or os.path.join(
-        tempfile.gettempdir(), "sparkcdc-spark-checkpoints"
-    )
+    root = root or os.path.join(tempfile.gettempdir(), "sparkcdc-spark-checkpoints")
     return os.path.join(root, f"{changefeed_id}-{digest}")
 
 

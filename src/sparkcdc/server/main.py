@@ -60,7 +60,7 @@ def run_server(opts: ServerOptions, runner: ChangefeedRunner | None = None) -> i
     )
     server_id = str(uuid.uuid4())
     data_dir = opts.data_dir or os.path.join(tempfile.gettempdir(), "sparkcdc-data")
-    from sparkcdc.pipeline.state import StateDir
+    from sparkcdc.pipeline.state import SPARK_CHECKPOINT_ROOT_CONF, StateDir
 
     StateDir.parse(data_dir).check()  # a file, an unwritable folder, a bad URL: refused before serving
     store = MetaStore.open(opts.meta_uri)
@@ -75,6 +75,7 @@ def run_server(opts: ServerOptions, runner: ChangefeedRunner | None = None) -> i
         data_dir=data_dir,
         lease_seconds=opts.lease_seconds,
         max_changefeeds=opts.max_changefeeds,
+        spark_checkpoint_root=opts.spark_conf.get(SPARK_CHECKPOINT_ROOT_CONF),
     )
     state = ServerState(
         store=store,

@@ -106,6 +106,7 @@ class Scheduler:
         backoff_max: float = 30.0,
         error_stuck_seconds: float = 1800.0,
         max_changefeeds: int | None = None,
+        spark_checkpoint_root: str | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.store = store
@@ -119,6 +120,8 @@ class Scheduler:
         self.backoff_max = backoff_max
         self.error_stuck_seconds = error_stuck_seconds
         self.max_changefeeds = max_changefeeds
+        self.spark_checkpoint_root = spark_checkpoint_root
+        """The runner's ``spark.sql.streaming.checkpointLocation``, where driver-local Spark checkpoints go."""
         self.clock = clock
         self.tasks: dict[tuple[str, str], _Task] = {}
         self.claim_grace = self.lease_seconds / 2
@@ -523,7 +526,10 @@ class Scheduler:
             if name != keep:
                 old = base.child(name)
                 if not old.local:  # Spark's checkpoint of an object-store data dir is on this host
-                    shutil.rmtree(spark_checkpoint_location(old, task.id), ignore_errors=True)
+                    shutil.rmtree(
+                        spark_checkpoint_location(old, task.id, self.spark_checkpoint_root),
+                        ignore_errors=True,
+                    )
                 self._remove_state(old)
 
     @staticmethod

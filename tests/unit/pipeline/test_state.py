@@ -108,11 +108,13 @@ def test_the_spark_checkpoint_is_in_a_local_data_dir_and_driver_local_otherwise(
 ) -> None:
     local = StateDir.parse(str(tmp_path / "s")).child("cf")
     assert spark_checkpoint_location(local, "cf") == str(tmp_path / "s" / "cf" / "spark")
-    monkeypatch.setenv("SPARKCDC_SPARK_CHECKPOINT_ROOT", str(tmp_path / "ckpt"))
+    root = str(tmp_path / "ckpt")
     remote = StateDir.parse("s3://b/p?access-key=a&secret-access-key=s").child("cf")
     other = StateDir.parse("s3://b/q?access-key=a&secret-access-key=s").child("cf")
-    loc = spark_checkpoint_location(remote, "cf")
-    assert loc.startswith(str(tmp_path / "ckpt" / "cf-")) and loc != spark_checkpoint_location(other, "cf")
+    loc = spark_checkpoint_location(remote, "cf", root)
+    assert loc.startswith(str(tmp_path / "ckpt" / "cf-")) and loc != spark_checkpoint_location(
+        other, "cf", root
+    )
 
 
 def test_a_local_history_location_is_the_fsynced_jsonl_file(tmp_path: Path) -> None:

@@ -1,0 +1,231 @@
+"""The schema catalog: the current shape of every captured table, kept in step with DDL.
+
+``SchemaCatalog`` is loaded from the upstream (``SHOW CREATE TABLE``) when capture
+starts and then follows every DDL statement the binlog carries
+(``apply_ddl``), producing the ``DDLEvent`` each statement means. Shapes are
+exactly what MariaDB 10.11 reports, so ``reconcile`` can hold them against the
+binlog's table maps and fail loudly on any drift.
+
+Names follow ``lower_case_table_names=0``: databases and tables are
+case-sensitive, columns and indexes are not.
+
+The package owns:
+
+- ``SchemaCatalog`` (here): the tracked databases and tables, loading from the
+  upstream, persistence (``to_dict``/``from_dict``) and ``apply_ddl``;
+- ``table``: one table's shape from CREATE TABLE (``build_table``,
+  ``parse_create_table``, ``TableMeta``) and the working copy an ALTER edits;
+- ``apply``: what each DDL statement does to the catalog and the ``DDLEvent`` it yields;
+- ``table_maps``: ``reconcile``, the tracked shape held against a binlog table map.
+
+It imports the DDL parser (``sparkcdc.capture.ddl``), ``sparkcdc.model`` and
+``sparkcdc.errors``, nothing else from sparkcdc. This module imports its submodules;
+they name ``SchemaCatalog`` only for type checking, so the imports form no cycle.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from sparkcdc.capture.catalog.apply import DDLApplier
+from sparkcdc.capture.catalog.table import (
+    MAX_KEY_BYTES,
+    IndexFlags,
+    TableMeta,
+    build_table,
+    parse_create_table,
+    parse_create_table_meta,
+    qualified,
+)
+from sparkcdc.capture.catalog.table_maps import BINLOG_TYPES, reconcile
+from sparkcdc.capture.ddl import (
+    SERVER_CHARSET,
+    Ignored,
+    parse_statement,
+    quote_ident,
+    resolve_charset,
+)
+from sparkcdc.errors import SchemaError
+from sparkcdc.model.events import DDLEvent
+from sparkcdc.model.schema import TableInfo
+
+__all__ = [
+    "BINLOG_TYPES",
+    "MAX_KEY_BYTES",
+    "SYSTEM_SCHEMAS",
+    "IndexFlags",
+    "SchemaCatalog",
+    "TableMeta",
+    "build_table",
+    "parse_create_table",
+    "reconcile",
+]
+
+SYSTEM_SCHEMAS = frozenset({"mysql", "information_schema", "performance_schema", "sys"})
+
+
+class SchemaCatalog:
+    """The current shape of every tracked table, and the set of databases."""
+
+    def __init__(
+        self,
+        *,
+        server_charset: str = SERVER_CHARSET,
+        server_collation: str | None = None,
+        scope: Iterable[str] | None = None,
+    ) -> None:
+        resolved = resolve_charset(server_charset, server_collation, None)
+        assert resolved is not None
+        self.server_charset, self.server_collation = resolved
+        self.scope: frozenset[str] | None = frozenset(scope) if scope is not None else None
+        """The databases this catalog follows (None: every non-system database)."""
+        self._dbs: dict[str, tuple[str, str]] = {}
+        self._tables: dict[tuple[str, str], TableInfo] = {}
+        self._meta: dict[tuple[str, str], TableMeta] = {}
+        self.applied_ts = 0
+        """The commit_ts the catalog is current at: its load version or the last DDL applied."""
+
+    # -- reading -----------------------------------------------------------------------------
+    def get(self, schema: str, table: str) -> TableInfo | None:
+        """The table's current shape, None if not tracked."""
+        return self._tables.get((schema, table))
+
+    def meta(self, schema: str, table: str) -> TableMeta | None:
+        """The table's default collation and index flags (what TableInfo does not carry)."""
+        return self._meta.get((schema, table))
+
+    def tables(self) -> list[TableInfo]:
+        """Every tracked table, sorted by (schema, table)."""
+        return [self._tables[k] for k in sorted(self._tables)]
+
+    def databases(self) -> set[str]:
+        """The tracked databases."""
+        return set(self._dbs)
+
+    def database_charset(self, schema: str) -> tuple[str, str] | None:
+        """(charset, collation) defaults of a database, None if unknown."""
+        return self._dbs.get(schema)
+
+    def tracks(self, schema: str) -> bool:
+        """Whether DDL in this database is followed (not a system schema, inside the scope)."""
+        if schema.lower() in SYSTEM_SCHEMAS:
+            return False
+        return self.scope is None or schema in self.scope
+
+    # -- writing -----------------------------------------------------------------------------
+    def add_database(self, name: str, charset: str | None = None, collation: str | None = None) -> None:
+        """Register a database with its default charset/collation (server defaults if not given)."""
+        resolved = resolve_charset(charset, collation, (self.server_charset, self.server_collation))
+        assert resolved is not None
+        self._dbs[name] = resolved
+
+    def put(self, info: TableInfo, meta: TableMeta | None = None) -> None:
+        """Track a table shape (its database is registered if new)."""
+        if info.schema not in self._dbs:
+            self.add_database(info.schema)
+        key = (info.schema, info.table)
+        self._tables[key] = info
+        if meta is None:
+            cs = info.charset or self.server_charset
+            meta = TableMeta(resolve_charset(cs, None, None)[1])  # type: ignore[index]
+        self._meta[key] = meta
+
+    def _remove(self, schema: str, table: str) -> None:
+        self._tables.pop((schema, table), None)
+        self._meta.pop((schema, table), None)
+
+    @classmethod
+    def load_from_upstream(
+        cls, conn: Any, schemas: list[str] | None = None, version: int = 0
+    ) -> SchemaCatalog:
+        """Load every base table of the given (default: all non-system) databases via SHOW CREATE TABLE."""
+        with conn.cursor() as cur:
+            cur.execute("SELECT @@character_set_server, @@collation_server")
+            row = cur.fetchone()
+            cat = cls(server_charset=row[0], server_collation=row[1], scope=schemas)
+            cat.applied_ts = version
+            cur.execute(
+                "SELECT SCHEMA_NAME, DEFAULT_CHARACTER_SET_NAME, DEFAULT_COLLATION_NAME FROM information_schema.SCHEMATA"
+            )
+            db_rows = {r[0]: (r[1], r[2]) for r in cur.fetchall()}
+            cur.execute("SHOW DATABASES")
+            names = [r[0] for r in cur.fetchall()]
+            wanted = [n for n in names if cat.tracks(n)]
+            if schemas is not None:
+                missing = sorted(set(schemas) - set(names))
+                if missing:
+                    raise SchemaError(
+                        f"databases {missing} do not exist upstream; create them or remove them from the filter"
+                    )
+            for db in wanted:
+                cs, co = db_rows.get(db, (cat.server_charset, cat.server_collation))
+                cat.add_database(db, cs, co)
+                cur.execute(f"SHOW FULL TABLES FROM {quote_ident(db)} WHERE Table_type = 'BASE TABLE'")
+                tables = sorted(r[0] for r in cur.fetchall())
+                for t in tables:
+                    cur.execute(f"SHOW CREATE TABLE {qualified(db, t)}")
+                    ddl = cur.fetchone()[1]
+                    info, meta = parse_create_table_meta(ddl, db, version, cs, co)
+                    cat.put(info, meta)
+        return cat
+
+    # -- persistence -------------------------------------------------------------------------
+    def snapshot(self) -> SchemaCatalog:
+        """An independent copy of the catalog."""
+        return SchemaCatalog.from_dict(self.to_dict())
+
+    def to_dict(self) -> dict[str, Any]:
+        """The whole catalog as a JSON-able dict."""
+        return {
+            "server_charset": self.server_charset,
+            "server_collation": self.server_collation,
+            "scope": sorted(self.scope) if self.scope is not None else None,
+            "applied_ts": self.applied_ts,
+            "databases": {k: list(v) for k, v in sorted(self._dbs.items())},
+            "tables": [
+                {"info": self._tables[k].to_dict(), "meta": self._meta[k].to_dict()}
+                for k in sorted(self._tables)
+            ],
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> SchemaCatalog:
+        """Inverse of ``to_dict``."""
+        cat = cls(
+            server_charset=d.get("server_charset", SERVER_CHARSET),
+            server_collation=d.get("server_collation"),
+            scope=d.get("scope"),
+        )
+        cat.applied_ts = int(d.get("applied_ts", 0))
+        for name, (cs, co) in d.get("databases", {}).items():
+            cat._dbs[name] = (cs, co)
+        for t in d.get("tables", []):
+            cat.put(TableInfo.from_dict(t["info"]), TableMeta.from_dict(t.get("meta")))
+        return cat
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, SchemaCatalog) and self.to_dict() == other.to_dict()
+
+    __hash__ = None  # type: ignore[assignment]
+
+    # -- DDL ---------------------------------------------------------------------------------
+    def apply_ddl(self, query: str, default_schema: str | None, commit_ts: int) -> list[DDLEvent]:
+        """Apply one statement from a binlog QUERY event; return the DDLEvents it produced.
+
+        Non-DDL statements (BEGIN, DML, GRANT, SET ...) return [] and change nothing.
+        A DDL on a tracked database's table the catalog does not know raises SchemaError.
+        """
+        stmt = parse_statement(query)
+        if isinstance(stmt, Ignored):
+            return []
+        ctx = DDLApplier(self, query, default_schema or None, commit_ts)
+        saved = (dict(self._dbs), dict(self._tables), dict(self._meta))
+        try:
+            events = ctx.run(stmt)
+        except BaseException:
+            # a statement applies entirely or not at all
+            self._dbs, self._tables, self._meta = saved
+            raise
+        self.applied_ts = max(self.applied_ts, commit_ts)
+        return events

@@ -244,6 +244,22 @@ def _subpatterns(av: Any) -> Iterable[Any]:
                 yield from _subpatterns(x)
 
 
+def compile_re2(source: str, *, ignore_case: bool = False) -> re.Pattern[str]:
+    """A Go RE2 pattern as a Python pattern with RE2's meaning; ValueError names what RE2 refuses.
+
+    ``\\d \\w \\s \\b`` stay ASCII-only as in RE2 (Unicode matching is kept for a pattern with
+    non-ASCII letters, so ``(?i)`` still folds them); ``\\z`` is the end of text.
+    """
+    try:
+        checked = _check_re2(source)
+        flags = (re.ASCII if source.isascii() else 0) | (re.IGNORECASE if ignore_case else 0)
+        return _compile(checked, flags)
+    except _RuleError as exc:
+        raise ValueError(str(exc)) from None
+    except re.error as exc:
+        raise ValueError(f"invalid pattern: error parsing regexp: {exc}") from None
+
+
 # --- parser -----------------------------------------------------------------
 
 
@@ -547,4 +563,4 @@ def changefeed_filter(rules: Sequence[str] | None, case_sensitive: bool = False)
     return TableFilter.changefeed_filter(rules, case_sensitive)
 
 
-__all__ = ["SYSTEM_SCHEMAS", "TableFilter", "changefeed_filter", "is_system_schema"]
+__all__ = ["SYSTEM_SCHEMAS", "TableFilter", "changefeed_filter", "compile_re2", "is_system_schema"]

@@ -3,6 +3,13 @@
 Every key is checked: an unknown key, a value of the wrong type or a value
 outside its allowed set is refused with the key, the value and what is allowed.
 TOML keys use dashes; the dataclass fields use underscores.
+
+What a key allows is declared on its field (``_limits``: a range, a set of values,
+non-empty) and checked in one place (``_check_field``) while the input is read.
+A TiCDC key sparkcdc does not implement stays declared, so it is refused as
+such, not as unknown (``_unsupported``): when its value is given it is refused,
+unless the key is ``honoured`` and the value is the one sparkcdc always behaves
+as (``enable-old-value = true``). ``to_dict`` leaves those keys out.
 """
 
 from __future__ import annotations
@@ -17,18 +24,38 @@ from typing import Any
 
 from sparkcdc.config.dispatch_rule import DispatchRule, check_dispatch_rule, check_partition_alias
 from sparkcdc.errors import ConfigError, FilterRuleError
+from sparkcdc.event_filter import compile_rule
 from sparkcdc.filter import TableFilter
+
+
+def _limits(
+    *,
+    lo: int | None = None,
+    hi: int | None = None,
+    choices: tuple[str, ...] | None = None,
+    nonempty: bool = False,
+) -> dict[str, Any]:
+    """Field metadata: what a value may be (``lo``..``hi`` for integers, one of ``choices``, ``nonempty``)."""
+    return {"lo": lo, "hi": hi, "choices": choices, "nonempty": nonempty}
+
+
+def _unsupported(why: str, *, honoured: bool = False) -> dict[str, Any]:
+    """Field metadata: a TiCDC key sparkcdc does not implement (``why``).
+
+    ``honoured``: sparkcdc always behaves as the field's default, so giving the default is accepted.
+    """
+    return {"unsupported": why, "honoured": honoured}
 
 
 @dataclass
 class CSVConfig:
     """``[sink.csv]``."""
 
-    delimiter: str = ","
+    delimiter: str = field(default=",", metadata=_limits(nonempty=True))
     quote: str = '"'
     null: str = "\\N"
     include_commit_ts: bool = False
-    binary_encoding_method: str = "base64"
+    binary_encoding_method: str = field(default="base64", metadata=_limits(choices=("base64", "hex")))
     output_old_value: bool = False
     output_handle_key: bool = False
     output_field_header: bool = False
@@ -133,23 +160,38 @@ class SinkConfig:
 
     protocol: str | None = None
     dispatchers: list[DispatchRule] = field(default_factory=list)
-    column_selectors: list[ColumnSelector] = field(default_factory=list)
+    column_selectors: list[ColumnSelector] = field(
+        default_factory=list, metadata=_unsupported("every column is written", honoured=True)
+    )
     schema_registry: str | None = None
-    encoder_concurrency: int = 32
-    terminator: str = "\r\n"
-    date_separator: str = "day"
-    enable_partition_separator: bool = True
-    file_index_digit: int = 20
-    transaction_atomicity: str = ""
+    encoder_concurrency: int = field(
+        default=32, metadata=_unsupported("Spark tasks encode; their number is Spark's parallelism")
+    )
+    terminator: str = field(default="\r\n", metadata=_limits(nonempty=True))
+    date_separator: str = field(default="day", metadata=_limits(choices=("none", "year", "month", "day")))
+    enable_partition_separator: bool = field(
+        default=False,
+        metadata=_unsupported(
+            "the binlog carries no partition id, so no partition directories", honoured=True
+        ),
+    )
+    file_index_digit: int = field(default=20, metadata=_limits(lo=6, hi=20))
+    transaction_atomicity: str = field(default="", metadata=_limits(choices=("", "none", "table")))
     only_output_updated_columns: bool = False
     delete_only_output_handle_key_columns: bool = False
     content_compatible: bool = False
     safe_mode: bool = False
-    enable_kafka_sink_v2: bool = False
+    enable_kafka_sink_v2: bool = field(
+        default=False,
+        metadata=_unsupported("the Kafka sink always uses librdkafka (confluent-kafka)", honoured=True),
+    )
     csv: CSVConfig = field(default_factory=CSVConfig)
     kafka_config: KafkaConfig = field(default_factory=KafkaConfig)
     cloud_storage_config: CloudStorageConfig = field(default_factory=CloudStorageConfig)
     mysql_config: MySQLConfig = field(default_factory=MySQLConfig)
+
+
+_NO_EXPR = "SQL value expressions are not evaluated; filter by event kind (ignore-event) instead"
 
 
 @dataclass
@@ -159,18 +201,21 @@ class EventFilterRule:
     matcher: list[str] = field(default_factory=list)
     ignore_event: list[str] = field(default_factory=list)
     ignore_sql: list[str] = field(default_factory=list)
-    ignore_insert_value_expr: str = ""
-    ignore_update_new_value_expr: str = ""
-    ignore_update_old_value_expr: str = ""
-    ignore_delete_value_expr: str = ""
+    ignore_insert_value_expr: str = field(default="", metadata=_unsupported(_NO_EXPR, honoured=True))
+    ignore_update_new_value_expr: str = field(default="", metadata=_unsupported(_NO_EXPR, honoured=True))
+    ignore_update_old_value_expr: str = field(default="", metadata=_unsupported(_NO_EXPR, honoured=True))
+    ignore_delete_value_expr: str = field(default="", metadata=_unsupported(_NO_EXPR, honoured=True))
 
 
 @dataclass
 class FilterConfig:
     """``[filter]``."""
 
-    rules: list[str] = field(default_factory=lambda: ["*.*"])
-    ignore_txn_start_ts: list[int] = field(default_factory=list)
+    rules: list[str] = field(default_factory=lambda: ["*.*"], metadata=_limits(nonempty=True))
+    ignore_txn_start_ts: list[int] = field(
+        default_factory=list,
+        metadata=_unsupported("MariaDB/MySQL transactions have no TiDB start-ts", honoured=True),
+    )
     event_filters: list[EventFilterRule] = field(default_factory=list)
 
 
@@ -178,16 +223,19 @@ class FilterConfig:
 class MounterConfig:
     """``[mounter]``."""
 
-    worker_num: int = 16
+    worker_num: int = field(
+        default=16, metadata=_unsupported("Spark tasks decode the rows; their number is Spark's parallelism")
+    )
 
 
 @dataclass
 class SnapshotConfig:
     """``[snapshot]``: copy existing rows before streaming the binlog."""
 
-    mode: str = "never"
-    chunk_size: int = 50000
-    parallelism: int = 0
+    mode: str = field(default="never", metadata=_limits(choices=("never", "initial")))
+    chunk_size: int = field(default=50000, metadata=_limits(lo=1))
+    parallelism: int = field(default=0, metadata=_limits(lo=0))
+    """Range tasks at once; 0: Spark's default parallelism."""
     upstream_render: bool = True
     """With a CSV storage sink, the upstream renders each chunk's records (``codec.csv_sql``)."""
 
@@ -198,10 +246,23 @@ class ReplicaConfig:
 
     case_sensitive: bool = False
     force_replicate: bool = False
-    memory_quota: int = 1073741824
-    enable_sync_point: bool = False
-    enable_old_value: bool = True
-    check_gc_safe_point: bool = True
+    """Read only to refuse options that need a handle key; tables without one are always replicated."""
+    memory_quota: int = field(
+        default=1073741824,
+        metadata=_unsupported("memory is Spark's: spark.driver.memory, spark.executor.memory"),
+    )
+    enable_sync_point: bool = field(
+        default=False, metadata=_unsupported("sparkcdc writes no sync points", honoured=True)
+    )
+    enable_old_value: bool = field(
+        default=True, metadata=_unsupported("row changes always carry their old values", honoured=True)
+    )
+    check_gc_safe_point: bool = field(
+        default=True,
+        metadata=_unsupported(
+            "the start point is always checked against the upstream's binary logs", honoured=True
+        ),
+    )
     time_zone: str = "UTC"
     filter: FilterConfig = field(default_factory=FilterConfig)
     mounter: MounterConfig = field(default_factory=MounterConfig)
@@ -241,7 +302,15 @@ class ReplicaConfig:
 
 def _dump(obj: Any) -> Any:
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name.replace("_", "-"): _dump(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(obj):
+            if "unsupported" in f.metadata:
+                continue  # always its default once loaded
+            value = _dump(getattr(obj, f.name))
+            if value == {} and dataclasses.is_dataclass(getattr(obj, f.name)):
+                continue  # a table of unsupported keys only ([mounter])
+            out[f.name.replace("_", "-")] = value
+        return out
     if isinstance(obj, list):
         return [_dump(v) for v in obj]
     return obj
@@ -264,7 +333,54 @@ def _build(cls: type, data: Any, path: str) -> Any:
             allowed = ", ".join(sorted(f.replace("_", "-") for f in fields))
             raise ConfigError(f"unknown config key {key_path!r}; allowed keys here: {allowed}")
         kwargs[name] = _coerce(hints[name], value, key_path)
+        _check_field(fields[name], kwargs[name], key_path)
     return cls(**kwargs)
+
+
+def _default_of(f: dataclasses.Field[Any]) -> Any:
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    return f.default
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return repr(value)
+    return str(value)
+
+
+def _check_field(f: dataclasses.Field[Any], value: Any, path: str) -> None:
+    """The one check of a value against what its field declares."""
+    meta = f.metadata
+    why = meta.get("unsupported")
+    if why is not None:
+        default = _default_of(f)
+        if meta.get("honoured") and value == default:
+            return
+        also = (
+            f" (sparkcdc always behaves as {_toml_value(default)}: {why})"
+            if meta.get("honoured")
+            else f" ({why})"
+        )
+        raise ConfigError(
+            f"config key {path!r} is accepted by TiCDC, not supported by sparkcdc; remove it{also}"
+        )
+    lo, hi, choices = meta.get("lo"), meta.get("hi"), meta.get("choices")
+    if (lo is not None and value < lo) or (hi is not None and value > hi):
+        if hi is None:
+            allowed = f"an integer >= {lo}"
+        elif lo is None:
+            allowed = f"an integer <= {hi}"
+        else:
+            allowed = f"an integer from {lo} to {hi}"
+        raise ConfigError(f"invalid value {value!r} for {path!r}; allowed: {allowed}")
+    if choices is not None and value not in choices:
+        raise ConfigError(f"invalid value {value!r} for {path!r}; allowed: {', '.join(choices)}")
+    if meta.get("nonempty") and not value:
+        example = _toml_value(_default_of(f)) if not isinstance(value, list) else repr(_default_of(f))
+        raise ConfigError(f"invalid value {value!r} for {path!r}; allowed: a non-empty value, e.g. {example}")
 
 
 def _coerce(tp: Any, value: Any, path: str) -> Any:
@@ -298,22 +414,23 @@ def _coerce(tp: Any, value: Any, path: str) -> Any:
     raise ConfigError(f"config key {path!r}: unsupported type {_type_name(tp)}")
 
 
-def _one_of(path: str, value: str, allowed: tuple[str, ...]) -> None:
-    if value not in allowed:
-        raise ConfigError(f"invalid value {value!r} for {path!r}; allowed: {', '.join(allowed)}")
-
-
 def validate(cfg: ReplicaConfig) -> None:
-    """Cross-field checks that do not depend on the sink."""
+    """Cross-field checks that do not depend on the sink (single values are checked by ``_check_field``)."""
     s = cfg.sink
-    _one_of("sink.date-separator", s.date_separator, ("none", "year", "month", "day"))
-    _one_of("sink.transaction-atomicity", s.transaction_atomicity, ("", "none", "table"))
-    _one_of("snapshot.mode", cfg.snapshot.mode, ("never", "initial"))
-    if cfg.snapshot.chunk_size <= 0:
-        raise ConfigError(f"invalid value {cfg.snapshot.chunk_size!r} for 'snapshot.chunk-size'; must be > 0")
     for i, rule in enumerate(s.dispatchers):
         check_partition_alias(rule, f"sink.dispatchers[{i}]")
+    _validate_csv_null(s.csv)
     _validate_rules(cfg)
+
+
+def _validate_csv_null(csv: CSVConfig) -> None:
+    """A null string holding the delimiter or the quote would read back as something else."""
+    for name, other in (("delimiter", csv.delimiter), ("quote", csv.quote)):
+        if other and other in csv.null:
+            raise ConfigError(
+                f"invalid value {csv.null!r} for 'sink.csv.null': it contains the {name} {other!r}; "
+                "allowed: a string without the delimiter and the quote, e.g. '\\N'"
+            )
 
 
 def _validate_rules(cfg: ReplicaConfig) -> None:
@@ -327,9 +444,13 @@ def _validate_rules(cfg: ReplicaConfig) -> None:
 
     parse(cfg.filter.rules, "filter.rules")
     for i, ev in enumerate(cfg.filter.event_filters):
-        parse(ev.matcher, f"filter.event-filters[{i}].matcher")
-    for i, sel in enumerate(cfg.sink.column_selectors):
-        parse(sel.matcher, f"sink.column-selectors[{i}].matcher")
+        compile_rule(
+            ev.matcher,
+            ev.ignore_event,
+            ev.ignore_sql,
+            case_sensitive=cfg.case_sensitive,
+            where=f"filter.event-filters[{i}]",
+        )
     for i, rule in enumerate(cfg.sink.dispatchers):
         # the sink builds the real EventRouter (it knows the default topic) from the same parse
         check_dispatch_rule(

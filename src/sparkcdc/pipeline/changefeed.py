@@ -23,6 +23,7 @@ from sparkcdc.capture.upstream import UpstreamConfig, check_upstream
 from sparkcdc.config.replica import ReplicaConfig
 from sparkcdc.config.uri import redact_uri
 from sparkcdc.errors import SparkCdcError
+from sparkcdc.event_filter import rule_specs
 from sparkcdc.model.ts import physical_ms
 from sparkcdc.pipeline.plan import SourceSpec
 from sparkcdc.pipeline.start import bootstrap_history, resolve_start
@@ -303,6 +304,7 @@ def start_changefeed(
         target_ts=spec.target_ts,
         filter_rules=list(cfg.filter.rules),
         case_sensitive=cfg.case_sensitive,
+        event_filters=rule_specs(cfg.filter.event_filters),
         time_zone=cfg.time_zone,
         max_batch_bytes=spec.max_batch_bytes,
         parallelism=max(1, int(spark.sparkContext.defaultParallelism)),

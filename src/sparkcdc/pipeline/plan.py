@@ -12,9 +12,11 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
+from sparkcdc.capture.ddl_kind import ddl_event_kinds
 from sparkcdc.capture.offset import Offset, file_seq
 from sparkcdc.capture.reader import Scanner, TxnInfo
 from sparkcdc.capture.upstream import UpstreamConfig
+from sparkcdc.event_filter import EventFilter
 from sparkcdc.filter import TableFilter, changefeed_filter
 from sparkcdc.model import DDLEvent, TableInfo
 from sparkcdc.pipeline.serde import ddl_from_dict, ddl_to_dict
@@ -36,6 +38,8 @@ class SourceSpec:
     target_ts: int | None = None
     filter_rules: list[str] = field(default_factory=lambda: ["*.*"])
     case_sensitive: bool = False
+    event_filters: list[dict[str, Any]] = field(default_factory=list)
+    """``[[filter.event-filters]]`` as ``event_filter.rule_specs``."""
     time_zone: str = "UTC"
     max_batch_bytes: int = 64 << 20
     split_bytes: int = field(default_factory=lambda: SPLIT_BYTES)
@@ -60,6 +64,10 @@ class SourceSpec:
     def table_filter(self) -> TableFilter:
         """The changefeed's table filter (system schemas always dropped)."""
         return changefeed_filter(self.filter_rules, self.case_sensitive)
+
+    def event_filter(self) -> EventFilter:
+        """The changefeed's event filter (``[[filter.event-filters]]``)."""
+        return EventFilter(self.event_filters, self.case_sensitive)
 
 
 @dataclass
@@ -135,6 +143,7 @@ class Planner:
         self.up = UpstreamConfig.from_uri(spec.upstream_uri)
         self.scanner = Scanner(self.up)
         self.filter = spec.table_filter()
+        self.event_filter = spec.event_filter()
         self.history = SchemaHistory.open(open_history_store(spec.history_path))
         self._catalog: Any = None
         self._catalog_at: Offset | None = None
@@ -196,10 +205,20 @@ class Planner:
             or (not e.table and self.filter.match_schema(e.schema))
             or (e.old_table is not None and self.filter.match(e.old_schema or e.schema, e.old_table))
         ]
+        if self.event_filter.drops_ddl:
+            # The history already has these DDLs: a dropped one still changes the shape later rows have.
+            visible = [e for e in visible if not self._ignored_ddl(e)]
         plan = BatchPlan(start, txn.end, ddls=visible, is_ddl=True)
         self._catalog_at = txn.end
         self._plans[(start, txn.end)] = plan
         return plan
+
+    def _ignored_ddl(self, e: DDLEvent) -> bool:
+        old = (e.old_schema or e.schema, e.old_table) if e.old_table is not None else None
+        ignored = self.event_filter.ignore_ddl(e.schema, e.table, ddl_event_kinds(e), e.query, old)
+        if ignored:
+            log.info("event filter: DDL at %d not sent to the sink: %s", e.commit_ts, e.query)
+        return ignored
 
     def _after_bootstrap(self, txn: TxnInfo) -> bool:
         """Whether a transaction committed after the schema history was bootstrapped."""

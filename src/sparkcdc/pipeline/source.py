@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
@@ -43,6 +43,8 @@ class BinlogPartition(InputPartition):
     """This segment's place in its batch (0-based)."""
     count: int = 1
     """How many segments the batch has."""
+    event_filters: list[dict[str, Any]] = field(default_factory=list)
+    """``[[filter.event-filters]]`` (``event_filter.rule_specs``): row changes they drop are never yielded."""
 
     def __post_init__(self) -> None:
         InputPartition.__init__(self, None)
@@ -71,6 +73,7 @@ def iter_segment_batches(
     from sparkcdc.capture.offset import Offset
     from sparkcdc.capture.reader import RowReader, TableShapes
     from sparkcdc.capture.upstream import UpstreamConfig
+    from sparkcdc.event_filter import EventFilter
     from sparkcdc.filter import changefeed_filter
     from sparkcdc.model import TableInfo
 
@@ -89,10 +92,14 @@ def iter_segment_batches(
         time_zone=partition.time_zone,
     )
     last = shapes.last
+    # Event filters drop row changes here, before any sink sees them (one ROWS event: one table, one op).
+    events = EventFilter(partition.event_filters, partition.case_sensitive)
     for ev in reader.event_batches():
         if type(ev) is not list:
             continue
         first = ev[0]
+        if events and events.ignore_row(first.schema, first.table, first.op):
+            continue
         key = (first.schema, first.table)
         info = last.get(key)
         yield ev, info, info is None or info is infos.get(key)
@@ -138,6 +145,7 @@ class BinlogStreamReader(DataSourceStreamReader):
                 self.spec.time_zone,
                 i,
                 len(plan.segments),
+                self.spec.event_filters,
             )
             for i, seg in enumerate(plan.segments)
         ]

@@ -75,7 +75,10 @@ def test_file_size_clamped(value: str, size: int) -> None:
 
 def test_file_index_digit_and_date_separator_from_config() -> None:
     assert settings("file:///tmp/x?protocol=csv", "[sink]\nfile-index-digit = 6").file_index_width == 6
-    assert settings("file:///tmp/x?protocol=csv", "[sink]\nfile-index-digit = 3").file_index_width == 20
+    with pytest.raises(
+        ConfigError, match=r"invalid value 3 for 'sink.file-index-digit'; allowed: an integer from 6 to 20"
+    ):
+        settings("file:///tmp/x?protocol=csv", "[sink]\nfile-index-digit = 3")
     assert settings("file:///tmp/x?protocol=csv", "[sink]\ndate-separator = 'none'").date_separator == "none"
     with pytest.raises(ConfigError, match="date-separator"):
         settings("file:///tmp/x?protocol=csv", "[sink]\ndate-separator = 'week'")

@@ -1,15 +1,15 @@
 /*
  * Row images of ROWS events decoded in C.
  *
- * The values are exactly those of the pure-Python decoder in rowcodec.py (the
- * reference): same Python types, same text for temporal values, same Decimal
- * digits. A Layout describes the columns present in one row image (built once
+ * The values are exactly those of the Python reference in rowcodec.py
+ * (read_value, read_image, reference_images): same Python types, same text
+ * for temporal values, same Decimal digits. A Layout describes the columns present in one row image (built once
  * per table map and columns-present bitmap by rowcodec.RowDecoder); decode_rows
  * walks a whole event body with one or two layouts.
  *
  * Every read is checked against the length of the body: a value that does not
  * fit raises IndexError inside, turned into the DecodeError given to the Layout
- * with the message shape of rowcodec.rows_event_images.
+ * with the message shape of rowcodec.reference_images.
  */
 
 #define PY_SSIZE_T_CLEAN
@@ -189,7 +189,7 @@ static PyObject *ascii_str(const char *s, Py_ssize_t n)
     return r;
 }
 
-/* rowcodec.read_frac / frac_expr: microseconds from the fraction bytes at p. */
+/* rowcodec.read_frac: microseconds from the fraction bytes at p. */
 static inline int64_t read_frac(const unsigned char *p, int fsp)
 {
     if (fsp == 0)

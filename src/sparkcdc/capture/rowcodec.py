@@ -1,26 +1,21 @@
-"""Row decoding compiled once per table map.
+"""Row images of ROWS events decoded into Python values.
 
-For every table map we generate a Python function that decodes one row image
-with ``struct`` layouts fixed at compile time: runs of fixed-width columns are
-read by a single ``unpack_from`` on the fast path (no NULLs), and every column
-has its own inline snippet on the slow path. Values follow the types documented
-on ``ColumnInfo``.
-
-``rows_event_images`` decodes with the C extension ``_rowdecode`` when it is built
-(``RowDecoder.layout_for`` describes the present columns to it once per bitmap); the
-compiled Python functions are its reference (the tests compare the two on random rows)
-and the fallback: when the extension is missing, for a column shape it does not claim,
-and when ``SPARKCDC_PURE_PYTHON_DECODER=1``.
+The C extension ``_rowdecode`` is the decoder: ``rows_event_images`` uses it when it
+is built (``RowDecoder.layout_for`` describes the present columns to it once per
+columns-present bitmap). The functions below are its reference, plain Python that says
+what each binlog column type decodes to (the values documented on ``ColumnInfo``):
+``read_value`` reads one value, ``read_image`` one row image and ``reference_images``
+every image of an event body. The equivalence tests compare the two decoders on random
+rows; the reference decodes when the extension is not built (``_native`` is None; tests
+and the capture bench set it so) and for a column shape the extension does not claim.
 """
 
 from __future__ import annotations
 
-import functools
 import logging
-import os
 import struct
 import time
-from collections.abc import Callable
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
@@ -43,8 +38,8 @@ except ImportError as _exc:  # not built (a source checkout without the compile 
         "the C row decoder (sparkcdc.capture._rowdecode) is unavailable: %s; decoding rows in Python", _exc
     )
 
-PURE_PYTHON_ENV = "SPARKCDC_PURE_PYTHON_DECODER"
-"""Set to 1 to decode rows with the compiled Python functions even when the C decoder is built."""
+Images = list[tuple[tuple[Any, ...] | None, tuple[Any, ...] | None]]
+"""The (before, after) images of one ROWS event: before is None for an insert, after for a delete."""
 
 DIG2BYTES = (0, 1, 1, 2, 2, 3, 3, 4, 4, 4)
 
@@ -107,87 +102,6 @@ def decode_decimal(raw: bytes, precision: int, scale: int) -> Decimal:
     return Decimal(text if positive else "-" + text)
 
 
-@functools.cache
-def decimal_reader(precision: int, scale: int) -> Callable[[Any, int], Decimal]:
-    """A compiled reader of one DECIMAL(precision, scale) at ``buf[p:]``: ``decode_decimal`` unrolled.
-
-    Non-negative values (sign bit set) are read group by group without copying the bytes;
-    negative ones go through ``decode_decimal``.
-    """
-    ints, fracs = _decimal_layout(precision, scale)
-    n = decimal_size(precision, scale)
-
-    def group(off: int, size: int) -> str:
-        g = f"buf[p+{off}]" if size == 1 else f"from_bytes(buf[p+{off}:p+{off + size}], 'big')"
-        return f"({g} - {0x80 << 8 * (size - 1)})" if off == 0 else g
-
-    def number(groups: tuple[tuple[int, int, int], ...]) -> str:
-        if not groups:
-            return "0"
-        expr = group(*groups[0][:2])
-        for off, size, digits in groups[1:]:
-            expr = f"({expr}) * {10**digits} + {group(off, size)}"
-        return expr
-
-    if scale:
-        value = f'Decimal("%d.%0{scale}d" % ({number(ints)}, {number(fracs)}))'
-    else:
-        value = f"Decimal({number(ints)})"
-    src = "\n".join(
-        [
-            "def dec(buf, p):",
-            "    if buf[p] & 0x80:",
-            f"        return {value}",
-            f"    return decode_decimal(buf[p:p+{n}], {precision}, {scale})",
-        ]
-    )
-    ns: dict[str, Any] = {"Decimal": Decimal, "from_bytes": int.from_bytes, "decode_decimal": decode_decimal}
-    exec(compile(src, f"<decimal({precision},{scale}) reader>", "exec"), ns)
-    fn: Callable[[Any, int], Decimal] = ns["dec"]
-    return fn
-
-
-def frac_expr(fsp: int, at: str) -> str:
-    """Source of ``read_frac(buf, at, fsp)`` (microseconds) without the call."""
-    if fsp == 0:
-        return "0"
-    if fsp <= 2:
-        return f"buf[{at}] * 10000"
-    if fsp <= 4:
-        return f"from_bytes(buf[{at}:{at}+2], 'big') * 100"
-    return f"from_bytes(buf[{at}:{at}+3], 'big')"
-
-
-def date_lines(v: str) -> list[str]:
-    """Source lines of ``decode_date(buf, p)`` into ``v``, inlined (``p`` not advanced)."""
-    return [
-        "_d = buf[p] | buf[p+1] << 8 | buf[p+2] << 16",
-        f'{v} = "%04d-%02d-%02d" % (_d >> 9, (_d >> 5) & 15, _d & 31)',
-    ]
-
-
-def datetime2_lines(v: str, fsp: int) -> list[str]:
-    """Source lines of ``decode_datetime2(buf, p, fsp)`` into ``v``, inlined (``p`` not advanced)."""
-    head = '"%04d-%02d-%02d %02d:%02d:%02d'
-    args = "_ym // 13, _ym % 13, _ymd & 31, _hms >> 12, (_hms >> 6) & 63, _hms & 63"
-    lines = [
-        "_ip = from_bytes(buf[p:p+5], 'big') - 0x8000000000",
-        "_ymd = _ip >> 17",
-        "_ym = _ymd >> 5",
-        "_hms = _ip & 0x1FFFF",
-    ]
-    if fsp == 0:
-        return [*lines, f'{v} = {head}" % ({args})']
-    # a valid fraction is < 10**6; anything else is cut like decode_datetime2 does
-    digits = "_u" if fsp == 6 else f"_u // {10 ** (6 - fsp)}"
-    return [
-        *lines,
-        f"_u = {frac_expr(fsp, 'p+5')}",
-        f'{v} = {head}.%0{fsp}d" % ({args}, {digits}) if _u < 1000000 else '
-        f'{head}.%s" % ({args}, ("%06d" % _u)[:{fsp}])',
-    ]
-
-
 def _frac(usec: int, fsp: int) -> str:
     return "." + ("%06d" % usec)[:fsp] if fsp else ""
 
@@ -209,13 +123,13 @@ def read_frac(buf: bytes, p: int, fsp: int) -> int:
 
 
 def decode_date(buf: bytes, p: int) -> str:
-    """3-byte DATE (the reference for ``date_lines``, which the row functions inline)."""
+    """3-byte DATE."""
     v = buf[p] | buf[p + 1] << 8 | buf[p + 2] << 16
     return "%04d-%02d-%02d" % (v >> 9, (v >> 5) & 15, v & 31)
 
 
 def decode_datetime2(buf: bytes, p: int, fsp: int) -> str:
-    """DATETIME2 (5 bytes + fraction; the reference for ``datetime2_lines``, which the row functions inline)."""
+    """DATETIME2 (5 bytes + fraction)."""
     intpart = int.from_bytes(buf[p : p + 5], "big") - 0x8000000000
     ymd = intpart >> 17
     ym = ymd >> 5
@@ -321,202 +235,224 @@ def _zone(tz: str) -> Any:
         ) from exc
 
 
-def decode_set(bits: int, elements: tuple[str, ...]) -> str:
+def decode_set(bits: int, elements: Sequence[str]) -> str:
     """A SET bitmask to its comma-joined element names in definition order."""
     return ",".join(e for i, e in enumerate(elements) if bits >> i & 1)
 
 
-def decode_enum(index: int, elements: tuple[str, ...]) -> str:
+def decode_enum(index: int, elements: Sequence[str]) -> str:
     """An ENUM index (1-based; 0 is the invalid '') to its element name."""
     return elements[index - 1] if 0 < index <= len(elements) else ""
 
 
-RowFn = Callable[[bytes, int], tuple[tuple[Any, ...], int]]
+# --------------------------------------------------------------------------------------------
+# The reference decoder
+# --------------------------------------------------------------------------------------------
 
-_FIXED_INT = {
-    tmod.T_TINY: ("b", "B", 1),
-    tmod.T_SHORT: ("h", "H", 2),
-    tmod.T_LONG: ("i", "I", 4),
-    tmod.T_LONGLONG: ("q", "Q", 8),
-}
+_INT_SIZES = {tmod.T_TINY: 1, tmod.T_SHORT: 2, tmod.T_INT24: 3, tmod.T_LONG: 4, tmod.T_LONGLONG: 8}
+_STRING_TYPES = (tmod.T_VARCHAR, tmod.T_VAR_STRING, tmod.T_STRING)
+_READABLE_TYPES = frozenset(
+    {
+        *_INT_SIZES,
+        *_STRING_TYPES,
+        tmod.T_YEAR,
+        tmod.T_FLOAT,
+        tmod.T_DOUBLE,
+        tmod.T_NEWDECIMAL,
+        tmod.T_DATE,
+        tmod.T_NEWDATE,
+        tmod.T_DATETIME2,
+        tmod.T_DATETIME,
+        tmod.T_TIMESTAMP2,
+        tmod.T_TIMESTAMP,
+        tmod.T_TIME2,
+        tmod.T_TIME,
+        tmod.T_BIT,
+        tmod.T_ENUM,
+        tmod.T_SET,
+        tmod.T_BLOB,
+        tmod.T_GEOMETRY,
+    }
+)
+"""The binlog column types the decoders read."""
 
 
-class _Gen:
-    def __init__(self, tm: TableMap, tsr: TimestampRenderer) -> None:
-        self.tm = tm
-        self.consts: dict[str, Any] = {
-            "unpack_from": struct.unpack_from,
-            "from_bytes": int.from_bytes,
-            "decode_datetime_old": decode_datetime_old,
-            "decode_time2": decode_time2,
-            "decode_time_old": decode_time_old,
-            "decode_set": decode_set,
-            "decode_enum": decode_enum,
-            "ts_render": tsr.render,
-        }
-
-    def const(self, name: str, value: Any) -> str:
-        self.consts[name] = value
-        return name
-
-    def fixed(self, i: int) -> tuple[str, int, str | None] | None:
-        """(struct code, size, post-transform) of a fixed-width column, None otherwise."""
-        tm = self.tm
-        t = tm.real_types[i]
-        uns = tm.unsigned[i]
-        if t in _FIXED_INT:
-            s, u, n = _FIXED_INT[t]
-            return (u if uns else s, n, None)
-        if t == tmod.T_FLOAT:
-            return ("f", 4, None)
-        if t == tmod.T_DOUBLE:
-            return ("d", 8, None)
-        if t == tmod.T_YEAR:
-            return ("B", 1, "(0 if {v} == 0 else 1900 + {v})")
-        return None
-
-    def snippet(self, i: int, v: str) -> list[str]:
-        """Lines that decode column i at ``p`` into ``v`` and advance ``p``."""
-        tm = self.tm
-        t = tm.real_types[i]
-        m = tm.meta[i]
-        uns = tm.unsigned[i]
-        f = self.fixed(i)
-        if f is not None:
-            code, size, post = f
-            lines = [f"{v} = unpack_from('<{code}', buf, p)[0]", f"p += {size}"]
-            if post:
-                lines.append(f"{v} = " + post.format(v=v))
-            return lines
-        if t == tmod.T_INT24:
-            return [f"{v} = from_bytes(buf[p:p+3], 'little', signed={not uns})", "p += 3"]
-        if t == tmod.T_NEWDECIMAL:
-            assert isinstance(m, tuple)
-            prec, scale = m
-            n = decimal_size(prec, scale)
-            reader = self.const(f"D{prec}_{scale}", decimal_reader(prec, scale))
-            return [f"{v} = {reader}(buf, p)", f"p += {n}"]
-        if t in (tmod.T_DATE, tmod.T_NEWDATE):
-            return [*date_lines(v), "p += 3"]
-        if t == tmod.T_DATETIME2:
-            fsp = int(m)  # type: ignore[arg-type]
-            return [*datetime2_lines(v, fsp), f"p += {5 + frac_bytes(fsp)}"]
-        if t == tmod.T_DATETIME:
-            return [f"{v} = decode_datetime_old(buf, p)", "p += 8"]
-        if t == tmod.T_TIMESTAMP2:
-            fsp = int(m)  # type: ignore[arg-type]
-            return [
-                f"{v} = ts_render(from_bytes(buf[p:p+4], 'big'), {frac_expr(fsp, 'p+4')}, {fsp})",
-                f"p += {4 + frac_bytes(fsp)}",
-            ]
-        if t == tmod.T_TIMESTAMP:
-            return [f"{v} = ts_render(from_bytes(buf[p:p+4], 'little'), 0, 0)", "p += 4"]
-        if t == tmod.T_TIME2:
-            fsp = int(m)  # type: ignore[arg-type]
-            return [f"{v} = decode_time2(buf, p, {fsp})", f"p += {3 + frac_bytes(fsp)}"]
-        if t == tmod.T_TIME:
-            return [f"{v} = decode_time_old(buf, p)", "p += 3"]
-        if t == tmod.T_BIT:
-            assert isinstance(m, tuple)
-            bits, nbytes = m
-            n = nbytes + (1 if bits else 0)
-            return [f"{v} = from_bytes(buf[p:p+{n}], 'big')", f"p += {n}"]
-        if t == tmod.T_ENUM:
-            assert isinstance(m, tuple)
-            n = m[1]
-            el = self.const(f"E{i}", tuple(tm.enum_values.get(i, ())))
-            return [f"{v} = decode_enum(from_bytes(buf[p:p+{n}], 'little'), {el})", f"p += {n}"]
-        if t == tmod.T_SET:
-            assert isinstance(m, tuple)
-            n = m[1]
-            el = self.const(f"S{i}", tuple(tm.set_values.get(i, ())))
-            return [f"{v} = decode_set(from_bytes(buf[p:p+{n}], 'little'), {el})", f"p += {n}"]
-        cs = tm.charsets[i]
-        codec = charset_codec(cs) if cs is not None else "binary"
-        if t in (tmod.T_VARCHAR, tmod.T_VAR_STRING, tmod.T_STRING):
-            maxlen = m[1] if isinstance(m, tuple) else int(m)
-            if maxlen > 255:
-                head = ["n = buf[p] | buf[p+1] << 8", "p += 2"]
-            else:
-                head = ["n = buf[p]", "p += 1"]
-            body = head + self._bytes_value(v, codec)
-            if t == tmod.T_STRING and codec == "binary":
-                # BINARY(n) is stored without its trailing zero bytes; SELECT shows them.
-                body.append(f"{v} = {v}.ljust({maxlen}, b'\\x00')")
-            return body
-        if t in (tmod.T_BLOB, tmod.T_GEOMETRY, tmod.T_JSON):
-            lb = int(m)  # type: ignore[arg-type]
-            if t == tmod.T_JSON:
-                raise DecodeError(
-                    f"column {tm.schema}.{tm.table}.{tm.names[i]}: MySQL binary JSON is not supported yet "
-                    "(MariaDB JSON columns are text and work)"
-                )
-            if t == tmod.T_GEOMETRY:
-                codec = "binary"
-            return [f"n = from_bytes(buf[p:p+{lb}], 'little')", f"p += {lb}", *self._bytes_value(v, codec)]
+def check_readable(tm: TableMap, i: int) -> None:
+    """Raise DecodeError if column i has a type neither decoder reads (MySQL binary JSON, an unknown one)."""
+    t = tm.real_types[i]
+    if t == tmod.T_JSON:
+        raise DecodeError(
+            f"column {tm.schema}.{tm.table}.{tm.names[i]}: MySQL binary JSON is not supported yet "
+            "(MariaDB JSON columns are text and work)"
+        )
+    if t not in _READABLE_TYPES:
         raise DecodeError(
             f"column {tm.schema}.{tm.table}.{tm.names[i]} has binlog type {t}, which sparkcdc cannot decode"
         )
 
-    @staticmethod
-    def _bytes_value(v: str, codec: str) -> list[str]:
-        if codec == "binary":
-            return [f"{v} = buf[p:p+n]", "p += n"]
-        return [f"{v} = buf[p:p+n].decode({codec!r}, 'surrogateescape')", "p += n"]
 
-    def build(self, present: list[int]) -> RowFn:
-        """Compile the row function for the columns present in the event."""
-        ncol = self.tm.column_count
-        nbytes = (len(present) + 7) // 8
-        names = [f"v{i}" for i in range(ncol)]
-        lines = [
-            "def row(buf, p):",
-            f"    nulls = from_bytes(buf[p:p+{nbytes}], 'little')",
-            f"    p += {nbytes}",
-        ]
-        # Fast path: no NULL in this row; merge runs of fixed-width columns into one unpack.
-        lines.append("    if nulls == 0:")
-        k = 0
-        while k < len(present):
-            i = present[k]
-            f = self.fixed(i)
-            if f is None:
-                lines.extend("        " + s for s in self.snippet(i, names[i]))
-                k += 1
-                continue
-            run = []
-            while k < len(present) and self.fixed(present[k]) is not None:
-                run.append(present[k])
-                k += 1
-            codes = "".join(self.fixed(j)[0] for j in run)  # type: ignore[index]
-            size = struct.calcsize("<" + codes)
-            targets = ", ".join(names[j] for j in run)
-            lines.append(f"        {targets}{',' if len(run) == 1 else ''} = unpack_from('<{codes}', buf, p)")
-            lines.append(f"        p += {size}")
-            for j in run:
-                post = self.fixed(j)[2]  # type: ignore[index]
-                if post:
-                    lines.append(f"        {names[j]} = " + post.format(v=names[j]))
-        lines.append("    else:")
-        for bit, i in enumerate(present):
-            lines.append(f"        if nulls >> {bit} & 1:")
-            lines.append(f"            {names[i]} = None")
-            lines.append("        else:")
-            lines.extend("            " + s for s in self.snippet(i, names[i]))
-        absent = [i for i in range(ncol) if i not in set(present)]
-        for i in absent:
-            lines.append(f"    {names[i]} = None")
-        lines.append(f"    return ({', '.join(names)}{',' if ncol == 1 else ''}), p")
-        src = "\n".join(lines)
-        ns = dict(self.consts)
-        exec(compile(src, f"<row decoder {self.tm.schema}.{self.tm.table}>", "exec"), ns)
-        fn: RowFn = ns["row"]
-        return fn
+def _need(buf: bytes, p: int, n: int, column: int) -> None:
+    """IndexError unless n bytes of the body remain at p (column -1 is the NULL bitmap)."""
+    if len(buf) - p < n:
+        raise IndexError(
+            f"column {column} needs {n} bytes at byte {p} but the event body ends at byte {len(buf)}"
+        )
+
+
+def _int_meta(m: int | tuple[int, int]) -> int:
+    """Metadata that is one number (a fraction's digits, a BLOB's length bytes)."""
+    assert isinstance(m, int), m
+    return m
+
+
+def _pair_meta(m: int | tuple[int, int]) -> tuple[int, int]:
+    """Metadata that is two numbers (DECIMAL precision and scale, BIT bits and bytes, ENUM/SET bytes)."""
+    assert isinstance(m, tuple), m
+    return m
+
+
+def read_value(tm: TableMap, tsr: TimestampRenderer, i: int, buf: bytes, p: int) -> tuple[Any, int]:
+    """The value of column i (not NULL) at ``buf[p:]`` and the position after it.
+
+    The column's type was checked with ``check_readable``; a value that runs past the end of
+    ``buf`` raises IndexError.
+    """
+    t = tm.real_types[i]
+    m = tm.meta[i]
+    if t in _INT_SIZES:
+        n = _INT_SIZES[t]
+        _need(buf, p, n, i)
+        return int.from_bytes(buf[p : p + n], "little", signed=not tm.unsigned[i]), p + n
+    if t == tmod.T_YEAR:
+        _need(buf, p, 1, i)
+        year = buf[p]
+        return (1900 + year if year else 0), p + 1
+    if t in (tmod.T_FLOAT, tmod.T_DOUBLE):
+        fmt, n = ("<f", 4) if t == tmod.T_FLOAT else ("<d", 8)
+        _need(buf, p, n, i)
+        return struct.unpack_from(fmt, buf, p)[0], p + n
+    if t == tmod.T_NEWDECIMAL:
+        precision, scale = _pair_meta(m)
+        n = decimal_size(precision, scale)
+        _need(buf, p, n, i)
+        return decode_decimal(buf[p : p + n], precision, scale), p + n
+    if t in (tmod.T_DATE, tmod.T_NEWDATE):
+        _need(buf, p, 3, i)
+        return decode_date(buf, p), p + 3
+    if t == tmod.T_DATETIME2:
+        fsp = _int_meta(m)
+        n = 5 + frac_bytes(fsp)
+        _need(buf, p, n, i)
+        return decode_datetime2(buf, p, fsp), p + n
+    if t == tmod.T_DATETIME:
+        _need(buf, p, 8, i)
+        return decode_datetime_old(buf, p), p + 8
+    if t == tmod.T_TIMESTAMP2:
+        fsp = _int_meta(m)
+        n = 4 + frac_bytes(fsp)
+        _need(buf, p, n, i)
+        sec = int.from_bytes(buf[p : p + 4], "big")
+        return tsr.render(sec, read_frac(buf, p + 4, fsp), fsp), p + n
+    if t == tmod.T_TIMESTAMP:
+        _need(buf, p, 4, i)
+        return tsr.render(int.from_bytes(buf[p : p + 4], "little"), 0, 0), p + 4
+    if t == tmod.T_TIME2:
+        fsp = _int_meta(m)
+        n = 3 + frac_bytes(fsp)
+        _need(buf, p, n, i)
+        return decode_time2(buf, p, fsp), p + n
+    if t == tmod.T_TIME:
+        _need(buf, p, 3, i)
+        return decode_time_old(buf, p), p + 3
+    if t == tmod.T_BIT:
+        bits, nbytes = _pair_meta(m)
+        n = nbytes + (1 if bits else 0)
+        _need(buf, p, n, i)
+        return int.from_bytes(buf[p : p + n], "big"), p + n
+    if t in (tmod.T_ENUM, tmod.T_SET):
+        n = _pair_meta(m)[1]
+        _need(buf, p, n, i)
+        code = int.from_bytes(buf[p : p + n], "little")
+        if t == tmod.T_ENUM:
+            return decode_enum(code, tm.enum_values.get(i, ())), p + n
+        return decode_set(code, tm.set_values.get(i, ())), p + n
+    # strings and BLOBs: a little-endian length, then the bytes (text in the column's charset)
+    cs = tm.charsets[i]
+    codec = charset_codec(cs) if cs is not None and t != tmod.T_GEOMETRY else "binary"
+    if t in _STRING_TYPES:
+        maxlen = m[1] if isinstance(m, tuple) else m
+        length_bytes = 2 if maxlen > 255 else 1
+    else:
+        length_bytes = _int_meta(m)
+    _need(buf, p, length_bytes, i)
+    n = int.from_bytes(buf[p : p + length_bytes], "little")
+    p += length_bytes
+    _need(buf, p, n, i)
+    raw = buf[p : p + n]
+    if codec != "binary":
+        return raw.decode(codec, "surrogateescape"), p + n
+    if t == tmod.T_STRING:
+        # BINARY(n) is stored without its trailing zero bytes; SELECT shows them.
+        return raw.ljust(maxlen, b"\x00"), p + n
+    return raw, p + n
+
+
+def read_image(
+    tm: TableMap, tsr: TimestampRenderer, present: Sequence[int], buf: bytes, p: int
+) -> tuple[tuple[Any, ...], int]:
+    """One row image at ``buf[p:]`` and the position after it.
+
+    The image is a NULL bitmap over the present columns, then the value of each present
+    column that is not NULL; columns the event leaves out are None.
+    """
+    nbytes = (len(present) + 7) // 8
+    _need(buf, p, nbytes, -1)
+    nulls = int.from_bytes(buf[p : p + nbytes], "little")
+    p += nbytes
+    row: list[Any] = [None] * tm.column_count
+    for bit, i in enumerate(present):
+        if not nulls >> bit & 1:
+            row[i], p = read_value(tm, tsr, i, buf, p)
+    return tuple(row), p
+
+
+def reference_images(dec: RowDecoder, body: bytes, pos: int, op: str, present1: int, present2: int) -> Images:
+    """Every (before, after) image of an event body from ``pos`` (after the columns-present bitmaps).
+
+    The reference of ``_rowdecode.decode_rows``: an image that does not fit in the body
+    raises DecodeError naming the byte where that image starts.
+    """
+    tm, tsr = dec.tm, dec.tsr
+    first_cols = dec.present(present1)
+    second_cols = dec.present(present2) if op == "U" else ()
+    out: Images = []
+    end = len(body)
+    start = pos
+    try:
+        while pos < end:
+            start = pos
+            first, pos = read_image(tm, tsr, first_cols, body, pos)
+            if op == "U":
+                start = pos
+                second, pos = read_image(tm, tsr, second_cols, body, pos)
+                out.append((first, second))
+            elif op == "I":
+                out.append((None, first))
+            else:
+                out.append((first, None))
+    except (IndexError, ValueError, ArithmeticError) as exc:
+        raise DecodeError(f"cannot decode a row of {tm.schema}.{tm.table} at byte {start}: {exc!r}") from exc
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# The C decoder
+# --------------------------------------------------------------------------------------------
 
 
 def native_available() -> bool:
-    """Whether the C decoder is built and not disabled by ``SPARKCDC_PURE_PYTHON_DECODER``."""
-    return _native is not None and os.environ.get(PURE_PYTHON_ENV, "").strip() not in ("1", "true", "yes")
+    """Whether the C decoder is built (``RowDecoder`` uses it then, unless told not to)."""
+    return _native is not None
 
 
 _NATIVE_INT = {
@@ -536,7 +472,7 @@ _NATIVE_INT = {
 def native_column(tm: TableMap, tsr: TimestampRenderer, i: int) -> tuple[int, int, int, int, Any] | None:
     """The C decoder's (kind, index, a, b, obj) of column i; None if only the Python decoder reads it.
 
-    It mirrors ``_Gen.snippet``: the C decoder gives the values that snippet's code gives.
+    It mirrors ``read_value``: the C decoder gives the values ``read_value`` gives.
     """
     n = _native
     assert n is not None
@@ -594,30 +530,31 @@ class RowDecoder:
     """Decodes the row images of ROWS events for one table map."""
 
     def __init__(self, tm: TableMap, tsr: TimestampRenderer, native: bool | None = None) -> None:
-        """``native``: use the C decoder (None: when it is built and not disabled by the environment)."""
+        """``native``: use the C decoder (None: when it is built); False: the Python reference."""
         self.tm = tm
         self.tsr = tsr
-        self._gen = _Gen(tm, tsr)
-        self._fns: dict[int, RowFn] = {}
         if native and _native is None:
             raise RuntimeError("the C row decoder (sparkcdc.capture._rowdecode) is not built")
         self.native = native_available() if native is None else native
+        self._present: dict[int, tuple[int, ...]] = {}
         self._layouts: dict[int, _rowdecode.Layout | None] = {}
 
-    def fn_for(self, bitmap: int) -> RowFn:
-        """The compiled row function for a columns-present bitmap."""
-        fn = self._fns.get(bitmap)
-        if fn is None:
-            present = [i for i in range(self.tm.column_count) if bitmap >> i & 1]
-            fn = self._fns[bitmap] = self._gen.build(present)
-        return fn
+    def present(self, bitmap: int) -> tuple[int, ...]:
+        """The columns a columns-present bitmap names; DecodeError if one cannot be decoded."""
+        cols = self._present.get(bitmap)
+        if cols is None:
+            cols = tuple(i for i in range(self.tm.column_count) if bitmap >> i & 1)
+            for i in cols:
+                check_readable(self.tm, i)
+            self._present[bitmap] = cols
+        return cols
 
     def layout_for(self, bitmap: int) -> _rowdecode.Layout | None:
-        """The C decoder's layout for a columns-present bitmap; None if a column needs the Python decoder."""
+        """The C decoder's layout for a columns-present bitmap; None if a column needs the reference."""
         if bitmap in self._layouts:
             return self._layouts[bitmap]
-        # the Python row function first: a column neither decoder reads raises the same DecodeError
-        self.fn_for(bitmap)
+        # checked first: a column neither decoder reads raises the same DecodeError on both paths
+        self.present(bitmap)
         tm = self.tm
         assert _native is not None
         cols = [native_column(tm, self.tsr, i) for i in range(tm.column_count) if bitmap >> i & 1]
@@ -634,9 +571,7 @@ class RowDecoder:
         return layout
 
 
-def rows_event_images(
-    dec: RowDecoder, body: bytes, version: int, op: str
-) -> list[tuple[tuple[Any, ...] | None, tuple[Any, ...] | None]]:
+def rows_event_images(dec: RowDecoder, body: bytes, version: int, op: str) -> Images:
     """All (before, after) images of one ROWS event body (the C decoder when ``dec.native``)."""
     from sparkcdc.capture.tablemap import read_packed
 
@@ -657,41 +592,4 @@ def rows_event_images(
         l2 = dec.layout_for(present2) if op == "U" else None
         if l1 is not None and (l2 is not None or op != "U"):
             return _native.decode_rows(l1, l2, body, pos, op)
-    return _python_images(dec, body, pos, op, present1, present2)
-
-
-def _python_images(
-    dec: RowDecoder, body: bytes, pos: int, op: str, present1: int, present2: int
-) -> list[tuple[tuple[Any, ...] | None, tuple[Any, ...] | None]]:
-    """The images decoded by the compiled Python row functions (the reference of the C decoder)."""
-    fn1 = dec.fn_for(present1)
-    out: list[tuple[tuple[Any, ...] | None, tuple[Any, ...] | None]] = []
-    end = len(body)
-    start = pos
-    try:
-        if op == "U":
-            fn2 = dec.fn_for(present2)
-            while pos < end:
-                start = pos
-                before, pos = fn1(body, pos)
-                start = pos
-                after, pos = fn2(body, pos)
-                out.append((before, after))
-        elif op == "I":
-            while pos < end:
-                start = pos
-                after, pos = fn1(body, pos)
-                out.append((None, after))
-        else:
-            while pos < end:
-                start = pos
-                before, pos = fn1(body, pos)
-                out.append((before, None))
-        if pos > end:
-            # a slice past the end reads short instead of failing: the last image was cut
-            raise IndexError(f"the row image runs to byte {pos} but the event body ends at byte {end}")
-    except (IndexError, struct.error, ValueError, ArithmeticError) as exc:
-        # ArithmeticError: decimal.InvalidOperation from a DECIMAL cut short by the end of the body
-        tm = dec.tm
-        raise DecodeError(f"cannot decode a row of {tm.schema}.{tm.table} at byte {start}: {exc!r}") from exc
-    return out
+    return reference_images(dec, body, pos, op, present1, present2)

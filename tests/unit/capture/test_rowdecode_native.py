@@ -1,4 +1,4 @@
-"""The C row decoder gives exactly the values of the pure-Python one (the reference).
+"""The C row decoder gives exactly the values of the Python reference (``rowcodec.read_value``).
 
 Random table maps over every supported type and metadata shape, random row images (NULLs,
 partial columns-present bitmaps, inserts/updates/deletes, v1 and v2 events), compared value by
@@ -278,7 +278,7 @@ def assert_same(got: Any, want: Any, where: str = "") -> None:
 
 
 def decoders(tm: TableMap, tsr: TimestampRenderer) -> tuple[RowDecoder, RowDecoder]:
-    """(C decoder, Python decoder) of one table map."""
+    """(C decoder, Python reference) of one table map."""
     return RowDecoder(tm, tsr, native=True), RowDecoder(tm, tsr, native=False)
 
 
@@ -399,11 +399,15 @@ def test_json_column_raises_like_python() -> None:
             rows_event_images(RowDecoder(tm, TimestampRenderer("UTC"), native=native), body, 1, "I")
 
 
-def test_environment_forces_python(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_reference_decodes_without_the_extension(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As when the C decoder is not built: decoders default to the Python reference."""
     tm = make_table([_col(t.T_LONG)], random.Random(1))
-    monkeypatch.setenv(rowcodec.PURE_PYTHON_ENV, "1")
-    assert RowDecoder(tm, TimestampRenderer("UTC")).native is False
-    monkeypatch.delenv(rowcodec.PURE_PYTHON_ENV)
+    body = (42).to_bytes(6, "little") + b"\x01\x00" + b"\x01\x01" + b"\x00" + b"\x07\x00\x00\x00"
+    monkeypatch.setattr(rowcodec, "_native", None)
+    dec = RowDecoder(tm, TimestampRenderer("UTC"))
+    assert dec.native is False
+    assert rows_event_images(dec, body, 1, "I") == [(None, (7,))]
+    monkeypatch.undo()
     assert RowDecoder(tm, TimestampRenderer("UTC")).native is True
 
 

@@ -78,9 +78,11 @@ def test_bad_values_are_refused_with_the_key(uri: str, match: str) -> None:
         parse_mysql_sink(uri, ReplicaConfig())
 
 
-def test_too_large_values_are_lowered_like_ticdc() -> None:
-    s = parse_mysql_sink("mysql://h:1/?worker-count=5000&max-txn-row=99999", ReplicaConfig())
-    assert (s.worker_count, s.max_txn_row) == (1024, 2048)
+def test_too_large_values_are_refused() -> None:
+    with pytest.raises(SinkURIError, match=r"invalid worker-count 5000 in the sink URI.*at most 1024"):
+        parse_mysql_sink("mysql://h:1/?worker-count=5000", ReplicaConfig())
+    with pytest.raises(SinkURIError, match=r"invalid max-txn-row 99999 in the sink URI.*at most 2048"):
+        parse_mysql_sink("mysql://h:1/?max-txn-row=99999", ReplicaConfig())
 
 
 def test_time_zone_empty_keeps_downstream_and_errors_redact_the_password() -> None:

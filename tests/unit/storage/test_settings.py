@@ -45,8 +45,9 @@ def test_worker_count_must_be_positive(n: str) -> None:
         settings(f"file:///tmp/x?protocol=csv&worker-count={n}")
 
 
-def test_worker_count_clamped_and_uri_wins_over_config() -> None:
-    assert settings("file:///tmp/x?protocol=csv&worker-count=1000").worker_count == 512
+def test_worker_count_above_the_limit_is_refused_and_uri_wins_over_config() -> None:
+    with pytest.raises(SinkURIError, match=r"invalid worker-count 1000 in the sink URI.*at most 512"):
+        settings("file:///tmp/x?protocol=csv&worker-count=1000")
     toml = "[sink.cloud-storage-config]\nworker-count = 4\nflush-interval = '30s'\nfile-size = 2097152\n"
     s = settings("file:///tmp/x?protocol=csv", toml)
     assert (s.worker_count, s.flush_interval, s.file_size) == (4, 30.0, 2097152)
@@ -54,23 +55,37 @@ def test_worker_count_clamped_and_uri_wins_over_config() -> None:
     assert (s.worker_count, s.flush_interval, s.file_size) == (2, 3.0, 3145728)
 
 
-@pytest.mark.parametrize(
-    ("value", "seconds"), [("1s", 2.0), ("500ms", 2.0), ("2s", 2.0), ("1m30s", 90.0), ("11m", 600.0)]
-)
-def test_flush_interval_clamped(value: str, seconds: float) -> None:
+@pytest.mark.parametrize(("value", "seconds"), [("2s", 2.0), ("1m30s", 90.0), ("10m", 600.0)])
+def test_flush_interval_within_limits(value: str, seconds: float) -> None:
     assert settings(f"file:///tmp/x?protocol=csv&flush-interval={value}").flush_interval == seconds
 
 
+@pytest.mark.parametrize("value", ["1s", "500ms", "11m"])
+def test_flush_interval_outside_limits_is_refused(value: str) -> None:
+    with pytest.raises(SinkURIError, match=f"invalid flush-interval '{value}'.*at least 2s and at most 10m"):
+        settings(f"file:///tmp/x?protocol=csv&flush-interval={value}")
+
+
 def test_flush_interval_must_be_a_duration() -> None:
-    with pytest.raises(SinkURIError, match="invalid value 'soon' for 'flush-interval'"):
+    with pytest.raises(
+        SinkURIError, match="invalid flush-interval 'soon' in the sink URI: expected a duration"
+    ):
         settings("file:///tmp/x?protocol=csv&flush-interval=soon")
 
 
 @pytest.mark.parametrize(
-    ("value", "size"), [("1", 1 << 20), ("1048576", 1 << 20), ("5000000", 5000000), (str(1 << 30), 512 << 20)]
+    ("value", "size"), [("1048576", 1 << 20), ("5000000", 5000000), ("512MiB", 512 << 20)]
 )
-def test_file_size_clamped(value: str, size: int) -> None:
+def test_file_size_within_limits(value: str, size: int) -> None:
     assert settings(f"file:///tmp/x?protocol=csv&file-size={value}").file_size == size
+
+
+@pytest.mark.parametrize("value", ["1", "1048575", str(1 << 30)])
+def test_file_size_outside_limits_is_refused(value: str) -> None:
+    with pytest.raises(
+        SinkURIError, match=f"invalid file-size {value} in the sink URI.*at least 1 MiB and at most 512 MiB"
+    ):
+        settings(f"file:///tmp/x?protocol=csv&file-size={value}")
 
 
 def test_file_index_digit_and_date_separator_from_config() -> None:

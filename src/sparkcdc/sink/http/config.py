@@ -1,5 +1,8 @@
 """The HTTP sink's settings, read from the sink URI (closed: unknown parameters are refused).
 
+The parameters and their limits are declared in ``OPTIONS`` (the sink is sparkcdc's own: TiCDC
+has no HTTP sink); a value outside a limit is refused, never lowered to it.
+
 ``http(s)://host:port/path?protocol=canal-json&batch-size=256&timeout=10s&max-retries=5
 &backoff=500ms&auth-header=Bearer%20xyz&enable-tidb-extension=false&insecure-skip-verify=false&ca=…``
 """
@@ -9,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit, urlunsplit
 
+from sparkcdc.config.options import Kind, Option, OptionTable, resolve
 from sparkcdc.config.replica import ReplicaConfig
 from sparkcdc.config.uri import ParsedURI, redact_uri
 from sparkcdc.errors import SinkURIError
@@ -18,8 +22,44 @@ DEFAULT_BATCH_SIZE = 256
 MAX_BATCH_SIZE = 100_000
 DEFAULT_TIMEOUT = 10.0
 DEFAULT_MAX_RETRIES = 5
+MAX_MAX_RETRIES = 100
 DEFAULT_BACKOFF = 0.5
 MAX_BACKOFF = 30.0
+"""The longest wait between two attempts (the backoff doubles per attempt up to it)."""
+
+OPTIONS = OptionTable(
+    Option("protocol", Kind.ENUM, "canal-json", toml="protocol", choices=PROTOCOLS),
+    Option(
+        "batch-size",
+        Kind.INT,
+        DEFAULT_BATCH_SIZE,
+        ge=1,
+        le=MAX_BATCH_SIZE,
+        help="messages per POST",
+    ),
+    Option("timeout", Kind.DURATION, DEFAULT_TIMEOUT, gt=0, help="of one request"),
+    Option(
+        "max-retries",
+        Kind.INT,
+        DEFAULT_MAX_RETRIES,
+        ge=0,
+        le=MAX_MAX_RETRIES,
+        help="retries of a request after a 5xx or a connection error",
+    ),
+    Option(
+        "backoff",
+        Kind.DURATION,
+        DEFAULT_BACKOFF,
+        ge=0,
+        le=MAX_BACKOFF,
+        help="the first wait before a retry; it doubles per attempt",
+    ),
+    Option("enable-tidb-extension", Kind.BOOL, False, toml="kafka-config.codec-config.enable-tidb-extension"),
+    Option("insecure-skip-verify", Kind.BOOL, False),
+    Option("ca", Kind.STR, help="CA file for an https:// endpoint"),
+    Option("auth-header", Kind.STR, secret=True, help="sent as the Authorization header"),
+)
+"""The HTTP sink's URI parameters."""
 
 
 @dataclass(frozen=True)
@@ -56,25 +96,9 @@ def parse_http_sink(uri: str, config: ReplicaConfig) -> HTTPSinkSettings:
             f"sink URI {red!r} carries user:password; pass credentials with auth-header=… "
             "(sent as the Authorization header) instead"
         )
-    protocol = p.get("protocol") or config.sink.protocol or "canal-json"
-    if protocol not in PROTOCOLS:
-        raise SinkURIError(
-            f"invalid protocol {protocol!r} for the HTTP sink (in {red!r}); allowed: {', '.join(PROTOCOLS)}"
-        )
-    batch_size = p.get_int("batch-size", DEFAULT_BATCH_SIZE, min_value=1, max_value=MAX_BATCH_SIZE)
-    timeout = p.get_duration("timeout", DEFAULT_TIMEOUT)
-    backoff = p.get_duration("backoff", DEFAULT_BACKOFF)
-    max_retries = p.get_int("max-retries", DEFAULT_MAX_RETRIES, min_value=0, max_value=100)
-    ext = p.get_bool("enable-tidb-extension", None)
-    if ext is None:
-        ext = bool(config.sink.kafka_config.codec_config.enable_tidb_extension)
-    insecure = p.get_bool("insecure-skip-verify", False)
-    ca = p.get("ca")
-    auth = p.get("auth-header")
+    o = resolve(OPTIONS, p, config.sink, where="sink")
+    insecure, ca, auth = o["insecure-skip-verify"], o["ca"], o["auth-header"]
     p.reject_unknown()
-    assert batch_size is not None and timeout is not None and backoff is not None and max_retries is not None
-    if timeout <= 0:
-        raise SinkURIError(f"invalid timeout in {red!r}: it must be a positive duration like 5s")
     if insecure and ca:
         raise SinkURIError(f"sink URI {red!r} sets both ca and insecure-skip-verify=true; keep one")
     if (insecure or ca) and p.scheme != "https":
@@ -85,12 +109,12 @@ def parse_http_sink(uri: str, config: ReplicaConfig) -> HTTPSinkSettings:
     endpoint = urlunsplit((parts.scheme, parts.netloc, parts.path or "/", "", ""))
     return HTTPSinkSettings(
         endpoint=endpoint,
-        protocol=protocol,
-        batch_size=batch_size,
-        timeout=timeout,
-        max_retries=max_retries,
-        backoff=min(backoff, MAX_BACKOFF),
-        enable_tidb_extension=ext,
+        protocol=o["protocol"],
+        batch_size=o["batch-size"],
+        timeout=o["timeout"],
+        max_retries=o["max-retries"],
+        backoff=o["backoff"],
+        enable_tidb_extension=o["enable-tidb-extension"],
         verify=not insecure,
         ca=ca,
         auth_header=auth,

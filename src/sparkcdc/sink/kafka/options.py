@@ -1,8 +1,10 @@
 """Kafka sink options: the sink URI merged with ``[sink.kafka-config]`` (the URI wins), closed and typed.
 
-``KafkaOptions.parse(uri, config)`` reads every parameter of spec §6, refuses
-unknown ones and bad values with the key, the value and what is allowed, and
-``librdkafka_config()`` maps the result onto librdkafka settings.
+``OPTIONS`` declares every parameter of spec §6 with its limits (TiCDC's where it has them:
+``tiflow:pkg/sink/kafka/options.go``, ``pkg/sink/codec/common/config.go``; librdkafka's
+otherwise). ``KafkaOptions.parse(uri, config)`` resolves them, refuses unknown ones and bad
+values with the key, the value, where it came from and what is allowed, and
+``producer_config()`` maps the result onto librdkafka settings.
 """
 
 from __future__ import annotations
@@ -11,7 +13,8 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from sparkcdc.config.uri import ParsedURI, parse_duration, redact_uri
+from sparkcdc.config.options import Kind, Option, OptionTable, Resolved, resolve
+from sparkcdc.config.uri import ParsedURI, redact_uri
 from sparkcdc.errors import ConfigError, SinkURIError
 
 if TYPE_CHECKING:
@@ -19,6 +22,13 @@ if TYPE_CHECKING:
 
 DEFAULT_MAX_MESSAGE_BYTES = 10 * 1024 * 1024
 DEFAULT_PARTITION_NUM = 3
+LIBRDKAFKA_MAX_MESSAGE_BYTES = 1_000_000_000
+"""The largest ``message.max.bytes`` librdkafka accepts."""
+MESSAGE_HEADROOM = 4096
+"""Room above max-message-bytes in the producer's ``message.max.bytes`` (key and record overhead)."""
+MAX_MAX_MESSAGE_BYTES = LIBRDKAFKA_MAX_MESSAGE_BYTES - MESSAGE_HEADROOM
+MAX_SOCKET_TIMEOUT = 300.0
+"""librdkafka's upper limit of ``socket.timeout.ms`` (5 minutes), which read/write-timeout set."""
 MESSAGE_OVERHEAD = 36
 """TiCDC's per-message size accounting: len(key) + len(value) + 36."""
 DEFAULT_MESSAGE_TIMEOUT = 300.0
@@ -36,6 +46,8 @@ KNOWN_PROTOCOLS = (
 PROTOCOL_ALIASES = {"default": "open-protocol", "flat-avro": "avro"}
 COMPRESSIONS = ("none", "gzip", "snappy", "lz4", "zstd")
 REQUIRED_ACKS = (-1, 0, 1)
+INT16_MAX = 32767
+INT32_MAX = 2147483647
 SASL_MECHANISMS = {
     "plain": "PLAIN",
     "scram-sha-256": "SCRAM-SHA-256",
@@ -49,7 +61,90 @@ LARGE_MESSAGE_COMPRESSIONS = ("none", "lz4", "snappy")
 _TOPIC_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 _CLIENT_ID = re.compile(r"^[A-Za-z0-9._-]+$")
 _CLIENT_ID_INVALID = re.compile(r'[?:,"]')
-_KAFKA_VERSION = re.compile(r"^\d+\.\d+\.\d+(\.\d+)?$")
+
+_KC = "kafka-config."
+_CODEC = "kafka-config.codec-config."
+
+
+def _timeout(name: str, *, le: float | None = None) -> Option:
+    return Option(name, Kind.DURATION, 10.0, toml=_KC + name, gt=0, le=le)
+
+
+def _text(name: str, *, toml: bool = True, secret: bool = False) -> Option:
+    return Option(name, Kind.STR, toml=_KC + name if toml else None, secret=secret)
+
+
+OPTIONS = OptionTable(
+    Option("protocol", Kind.STR, toml="protocol", help="the message protocol (required)"),
+    # TiCDC's types bound them: partition-num int32 (> 0), replication-factor int16. Unset
+    # partition-num: the topic's own partition count (or 3 for a topic the sink creates).
+    Option("partition-num", Kind.INT, None, toml=_KC + "partition-num", gt=0, le=INT32_MAX),
+    Option("replication-factor", Kind.INT, 1, toml=_KC + "replication-factor", gt=0, le=INT16_MAX),
+    Option(
+        "kafka-version",
+        Kind.STR,
+        "2.4.0",
+        toml=_KC + "kafka-version",
+        pattern=r"\d+\.\d+\.\d+(\.\d+)?",
+        expect="a Kafka version like 2.4.0 or 3.6.1",
+    ),
+    Option(  # TiCDC: > 0; the producer's message.max.bytes must fit it with headroom
+        "max-message-bytes",
+        Kind.INT,
+        DEFAULT_MAX_MESSAGE_BYTES,
+        toml=_KC + "max-message-bytes",
+        gt=0,
+        le=MAX_MAX_MESSAGE_BYTES,
+    ),
+    Option("max-retry", Kind.INT, 5, ge=0, help="retries of one failed produce request"),
+    Option("compression", Kind.ENUM, "none", toml=_KC + "compression", choices=COMPRESSIONS, fold_case=True),
+    Option(
+        "kafka-client-id",
+        Kind.STR,
+        toml=_KC + "kafka-client-id",
+        pattern=r"[A-Za-z0-9._-]+",
+        expect="a client ID of characters [A-Za-z0-9._-]",
+    ),
+    Option("auto-create-topic", Kind.BOOL, True, toml=_KC + "auto-create-topic"),
+    _timeout("dial-timeout"),
+    _timeout("read-timeout", le=MAX_SOCKET_TIMEOUT),
+    _timeout("write-timeout", le=MAX_SOCKET_TIMEOUT),
+    Option(
+        "message-timeout",
+        Kind.DURATION,
+        DEFAULT_MESSAGE_TIMEOUT,
+        ge=1.0,
+        help="how long a message may wait for a broker before the changefeed fails",
+    ),
+    Option("required-acks", Kind.INT, -1, toml=_KC + "required-acks", choices=REQUIRED_ACKS),
+    _text("sasl-user"),
+    _text("sasl-password", secret=True),
+    Option(
+        "sasl-mechanism",
+        Kind.ENUM,
+        toml=_KC + "sasl-mechanism",
+        choices=tuple(SASL_MECHANISMS.values()),
+        fold_case=True,
+    ),
+    Option("sasl-gssapi-auth-type", Kind.ENUM, choices=("keytab", "user"), fold_case=True),
+    _text("sasl-gssapi-keytab-path", toml=False),
+    _text("sasl-gssapi-kerberos-config-path", toml=False),
+    _text("sasl-gssapi-service-name", toml=False),
+    _text("sasl-gssapi-user", toml=False),
+    _text("sasl-gssapi-password", toml=False, secret=True),
+    _text("sasl-gssapi-realm", toml=False),
+    Option("sasl-gssapi-disable-pafxfast", Kind.BOOL),
+    Option("enable-tls", Kind.BOOL, toml=_KC + "enable-tls"),
+    _text("ca"),
+    _text("cert"),
+    _text("key", secret=True),
+    Option("insecure-skip-verify", Kind.BOOL, False, toml=_KC + "insecure-skip-verify"),
+    Option("enable-tidb-extension", Kind.BOOL, False, toml=_CODEC + "enable-tidb-extension"),
+    Option("max-batch-size", Kind.INT, 16, toml=_CODEC + "max-batch-size", gt=0),
+    Option("only-output-updated-columns", Kind.BOOL),
+    Option("content-compatible", Kind.BOOL),
+)
+"""The Kafka sink's URI parameters (``transaction-atomicity`` and the avro encoder's are read apart)."""
 
 # URI parameters read by the protocol's encoder (avro) rather than by the sink itself.
 AVRO_URI_PARAMETERS = (
@@ -70,14 +165,6 @@ def normalize_protocol(raw: str) -> str:
             f"{', '.join(KNOWN_PROTOCOLS)} (aliases: default = open-protocol, flat-avro = avro)"
         )
     return name
-
-
-def _pick(uri_value: Any, cfg_value: Any, default: Any) -> Any:
-    if uri_value is not None:
-        return uri_value
-    if cfg_value is not None:
-        return cfg_value
-    return default
 
 
 @dataclass(frozen=True)
@@ -167,125 +254,27 @@ class KafkaOptions:
                 f"invalid topic name {topic!r} in sink URI {shown!r}: a Kafka topic name has 1-249 "
                 "characters from [A-Za-z0-9._-] and is not '.' or '..'"
             )
-        kc = config.sink.kafka_config
-        cc = kc.codec_config
-
-        raw_protocol = _pick(p.get_str("protocol"), config.sink.protocol, None)
-        if not raw_protocol:
+        o = resolve(OPTIONS, p, config.sink, where="sink")
+        if not o["protocol"]:
             raise SinkURIError(
                 f"no protocol in sink URI {shown!r}: add ?protocol=canal-json (or avro), "
                 "or set protocol under [sink] in the changefeed config"
             )
-        protocol = normalize_protocol(raw_protocol)
-
-        partition_num = _pick(p.get_int("partition-num"), kc.partition_num, None)
-        if partition_num is not None and partition_num <= 0:
-            raise SinkURIError(
-                f"invalid partition num {partition_num} for 'partition-num': it must be > 0 "
-                "(or leave it out to use the topic's own partition count)"
-            )
-        replication_factor = _pick(p.get_int("replication-factor"), kc.replication_factor, 1)
-        if replication_factor <= 0:
-            raise SinkURIError(
-                f"invalid value {replication_factor} for 'replication-factor': it must be >= 1 "
-                "and at most the number of brokers"
-            )
-        kafka_version = _pick(p.get_str("kafka-version"), kc.kafka_version, "2.4.0")
-        if not _KAFKA_VERSION.match(kafka_version):
-            raise SinkURIError(
-                f"invalid value {kafka_version!r} for 'kafka-version': use a Kafka version like 2.4.0 or 3.6.1"
-            )
-        max_message_bytes = _pick(
-            p.get_int("max-message-bytes"), kc.max_message_bytes, DEFAULT_MAX_MESSAGE_BYTES
-        )
-        if max_message_bytes <= 0:
-            raise SinkURIError(
-                f"invalid max-message-bytes {max_message_bytes}: it must be > 0 (default {DEFAULT_MAX_MESSAGE_BYTES})"
-            )
-        max_retry = p.get_int("max-retry", 5)
-        assert max_retry is not None
-        if max_retry < 0:
-            raise SinkURIError(f"invalid value {max_retry} for 'max-retry': it must be >= 0")
-        compression = str(_pick(p.get_str("compression"), kc.compression, "none")).strip().lower()
-        if compression not in COMPRESSIONS:
-            raise SinkURIError(
-                f"invalid value {compression!r} for 'compression'; allowed: {', '.join(COMPRESSIONS)}"
-            )
-        client_id = _pick(p.get_str("kafka-client-id"), kc.kafka_client_id, "")
+        protocol = normalize_protocol(o["protocol"])
+        client_id = o["kafka-client-id"]
         if not client_id:
             client_id = _CLIENT_ID_INVALID.sub("_", f"sparkcdc_producer_default_{changefeed_id}")
-        if not _CLIENT_ID.match(client_id):
-            raise SinkURIError(
-                f"invalid kafka client ID {client_id!r} for 'kafka-client-id': use only [A-Za-z0-9._-]"
-            )
-        auto_create = _pick(p.get_bool("auto-create-topic"), kc.auto_create_topic, True)
-        dial_timeout = _duration(p, "dial-timeout", kc.dial_timeout, 10.0)
-        read_timeout = _duration(p, "read-timeout", kc.read_timeout, 10.0)
-        write_timeout = _duration(p, "write-timeout", kc.write_timeout, 10.0)
-        message_timeout = _duration(p, "message-timeout", None, DEFAULT_MESSAGE_TIMEOUT)
-        if message_timeout < 1.0:
-            raise SinkURIError(
-                f"invalid value {message_timeout}s for 'message-timeout': use at least 1s (default 5m)"
-            )
-        acks_raw = p.get("required-acks")
-        if acks_raw is not None:
-            try:
-                required_acks = int(acks_raw)
-            except ValueError:
+            if not _CLIENT_ID.match(client_id):
                 raise SinkURIError(
-                    f"invalid required acks {acks_raw!r}, only support these values: 0, 1, -1"
-                ) from None
-        else:
-            required_acks = kc.required_acks if kc.required_acks is not None else -1
-        if required_acks not in REQUIRED_ACKS:
-            raise SinkURIError(f"invalid required acks {required_acks}, only support these values: 0, 1, -1")
-
-        sasl_user = _pick(p.get_str("sasl-user"), kc.sasl_user, "")
-        sasl_password = _pick(p.get_str("sasl-password"), kc.sasl_password, "")
-        mech_raw = _pick(p.get_str("sasl-mechanism"), kc.sasl_mechanism, "")
-        sasl_mechanism = ""
-        if mech_raw:
-            sasl_mechanism = SASL_MECHANISMS.get(mech_raw.strip().lower(), "")
-            if not sasl_mechanism:
-                raise SinkURIError(
-                    f"invalid value {mech_raw!r} for 'sasl-mechanism'; allowed: "
-                    f"{', '.join(SASL_MECHANISMS.values())}"
+                    f"invalid kafka client ID {client_id!r} made from the changefeed ID: set "
+                    "kafka-client-id to a name of characters [A-Za-z0-9._-]"
                 )
-        gssapi = _gssapi(p, sasl_mechanism)
-        if (sasl_user or sasl_password) and not sasl_mechanism:
-            sasl_mechanism = "PLAIN"
-        if sasl_mechanism in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512") and not (
-            sasl_user and sasl_password
+        sasl = _sasl(o, shown)
+        enable_tls, ca = _tls(o, p.scheme)
+        for where, value in (
+            ("sink URI", p.get_str("transaction-atomicity")),
+            ("[sink] config", config.sink.transaction_atomicity),
         ):
-            raise SinkURIError(
-                f"sasl-mechanism {sasl_mechanism} needs both sasl-user and sasl-password in sink URI {shown!r}"
-            )
-
-        ca = _pick(p.get_str("ca"), kc.ca, "")
-        cert = _pick(p.get_str("cert"), kc.cert, "")
-        key = _pick(p.get_str("key"), kc.key, "")
-        if (cert or key) and not ca:
-            raise SinkURIError("ca, cert and key files should all be supplied (got cert/key without ca)")
-        if bool(cert) != bool(key):
-            raise SinkURIError("ca, cert and key files should all be supplied (cert and key go together)")
-        tls_param = _pick(p.get_bool("enable-tls"), kc.enable_tls, None)
-        if tls_param is False and ca:
-            raise SinkURIError(
-                "credential files are supplied, but 'enable-tls' is set to false; remove ca/cert/key or enable TLS"
-            )
-        if tls_param is False and p.scheme == "kafka+ssl":
-            raise SinkURIError("the kafka+ssl:// scheme needs TLS, but 'enable-tls' is set to false")
-        enable_tls = bool(tls_param) or bool(ca) or p.scheme == "kafka+ssl"
-        insecure = _pick(p.get_bool("insecure-skip-verify"), kc.insecure_skip_verify, False)
-
-        ext = _pick(p.get_bool("enable-tidb-extension"), cc.enable_tidb_extension, False)
-        max_batch_size = _pick(p.get_int("max-batch-size"), cc.max_batch_size, 16)
-        if max_batch_size <= 0:
-            raise SinkURIError(f"invalid max-batch-size {max_batch_size}: it must be > 0 (default 16)")
-        only_updated = p.get_bool("only-output-updated-columns")
-        content_compatible = p.get_bool("content-compatible")
-        atomicity = p.get_str("transaction-atomicity")
-        for where, value in (("sink URI", atomicity), ("[sink] config", config.sink.transaction_atomicity)):
             if value not in (None, "", "none"):
                 raise SinkURIError(
                     f"invalid transaction-atomicity {value!r} in the {where}: the Kafka sink only supports "
@@ -300,7 +289,11 @@ class KafkaOptions:
                 )
         p.reject_unknown()
 
-        large = LargeMessageOptions() if consumer else _large_message(config, protocol, ext)
+        large = (
+            LargeMessageOptions()
+            if consumer
+            else _large_message(config, protocol, o["enable-tidb-extension"])
+        )
         if large.option != "none" and config.force_replicate:
             raise ConfigError(
                 f'force-replicate must be disabled, when the large message handle option is set to "{large.option}"'
@@ -309,33 +302,33 @@ class KafkaOptions:
             brokers=brokers,
             topic=topic,
             protocol=protocol,
-            partition_num=partition_num,
-            replication_factor=replication_factor,
-            kafka_version=kafka_version,
-            max_message_bytes=max_message_bytes,
-            max_retry=max_retry,
-            compression=compression,
+            partition_num=o["partition-num"],
+            replication_factor=o["replication-factor"],
+            kafka_version=o["kafka-version"],
+            max_message_bytes=o["max-message-bytes"],
+            max_retry=o["max-retry"],
+            compression=o["compression"],
             client_id=client_id,
-            auto_create_topic=auto_create,
-            dial_timeout=dial_timeout,
-            read_timeout=read_timeout,
-            write_timeout=write_timeout,
-            message_timeout=message_timeout,
-            required_acks=required_acks,
-            sasl_user=sasl_user,
-            sasl_password=sasl_password,
-            sasl_mechanism=sasl_mechanism,
-            sasl_gssapi=gssapi,
+            auto_create_topic=o["auto-create-topic"],
+            dial_timeout=o["dial-timeout"],
+            read_timeout=o["read-timeout"],
+            write_timeout=o["write-timeout"],
+            message_timeout=o["message-timeout"],
+            required_acks=o["required-acks"],
+            sasl_user=sasl.user,
+            sasl_password=sasl.password,
+            sasl_mechanism=sasl.mechanism,
+            sasl_gssapi=sasl.gssapi,
             enable_tls=enable_tls,
             ca=ca,
-            cert=cert,
-            key=key,
-            insecure_skip_verify=bool(insecure) and enable_tls,
-            enable_tidb_extension=bool(ext),
-            max_batch_size=max_batch_size,
-            only_output_updated_columns=only_updated,
-            content_compatible=content_compatible,
-            output_raw_change_event=kc.output_raw_change_event,
+            cert=o["cert"] or "",
+            key=o["key"] or "",
+            insecure_skip_verify=o["insecure-skip-verify"] and enable_tls,
+            enable_tidb_extension=o["enable-tidb-extension"],
+            max_batch_size=o["max-batch-size"],
+            only_output_updated_columns=o["only-output-updated-columns"],
+            content_compatible=o["content-compatible"],
+            output_raw_change_event=config.sink.kafka_config.output_raw_change_event,
             large_message=large,
             uri=uri,
         )
@@ -384,7 +377,9 @@ class KafkaOptions:
         conf["compression.type"] = self.compression
         # a single message may be max-message-bytes (+ key + record overhead); librdkafka refuses
         # anything above its own message.max.bytes, so make room for it (bounded by librdkafka's max)
-        conf["message.max.bytes"] = min(1_000_000_000, max(1_000_000, self.max_message_bytes + 4096))
+        conf["message.max.bytes"] = min(
+            LIBRDKAFKA_MAX_MESSAGE_BYTES, max(1_000_000, self.max_message_bytes + MESSAGE_HEADROOM)
+        )
         conf["message.timeout.ms"] = int(self.message_timeout * 1000)
         conf["request.timeout.ms"] = max(1000, int(self.write_timeout * 1000))
         conf["linger.ms"] = 5
@@ -408,51 +403,82 @@ class KafkaOptions:
         return self.common_config()
 
 
-def _duration(p: ParsedURI, key: str, cfg_value: str | None, default: float) -> float:
-    v = p.get_duration(key)
-    if v is not None:
-        return v
-    if cfg_value:
-        return parse_duration(cfg_value, f"sink.kafka-config.{key}")
-    return default
+@dataclass(frozen=True)
+class _SASL:
+    user: str
+    password: str
+    mechanism: str
+    gssapi: dict[str, str]
 
 
-def _gssapi(p: ParsedURI, mechanism: str) -> dict[str, str]:
-    auth_type = p.get_str("sasl-gssapi-auth-type")
-    keytab = p.get_str("sasl-gssapi-keytab-path")
-    krb5 = p.get_str("sasl-gssapi-kerberos-config-path")
-    service = p.get_str("sasl-gssapi-service-name")
-    user = p.get_str("sasl-gssapi-user")
-    password = p.get_str("sasl-gssapi-password")
-    realm = p.get_str("sasl-gssapi-realm")
-    pafxfast = p.get_bool("sasl-gssapi-disable-pafxfast")
-    given = any(v is not None for v in (auth_type, keytab, krb5, service, user, password, realm, pafxfast))
-    if not given:
+def _sasl(o: Resolved, shown: str) -> _SASL:
+    """The SASL settings: user and password imply PLAIN; a password mechanism needs both."""
+    user = o["sasl-user"] or ""
+    password = o["sasl-password"] or ""
+    mechanism = o["sasl-mechanism"] or ""
+    gssapi = _gssapi(o, mechanism)
+    if (user or password) and not mechanism:
+        mechanism = "PLAIN"
+    if mechanism in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512") and not (user and password):
+        raise SinkURIError(
+            f"sasl-mechanism {mechanism} needs both sasl-user and sasl-password in sink URI {shown!r}"
+        )
+    return _SASL(user, password, mechanism, gssapi)
+
+
+def _tls(o: Resolved, scheme: str) -> tuple[bool, str]:
+    """Whether TLS is on, and the CA file: credential files or kafka+ssl:// turn it on."""
+    ca, cert, key = o["ca"] or "", o["cert"] or "", o["key"] or ""
+    if (cert or key) and not ca:
+        raise SinkURIError("ca, cert and key files should all be supplied (got cert/key without ca)")
+    if bool(cert) != bool(key):
+        raise SinkURIError("ca, cert and key files should all be supplied (cert and key go together)")
+    tls_param = o["enable-tls"]
+    if tls_param is False and ca:
+        raise SinkURIError(
+            "credential files are supplied, but 'enable-tls' is set to false; remove ca/cert/key or enable TLS"
+        )
+    if tls_param is False and scheme == "kafka+ssl":
+        raise SinkURIError("the kafka+ssl:// scheme needs TLS, but 'enable-tls' is set to false")
+    return bool(tls_param) or bool(ca) or scheme == "kafka+ssl", ca
+
+
+_GSSAPI = (
+    "sasl-gssapi-auth-type",
+    "sasl-gssapi-keytab-path",
+    "sasl-gssapi-kerberos-config-path",
+    "sasl-gssapi-service-name",
+    "sasl-gssapi-user",
+    "sasl-gssapi-password",
+    "sasl-gssapi-realm",
+    "sasl-gssapi-disable-pafxfast",
+)
+
+
+def _gssapi(o: Resolved, mechanism: str) -> dict[str, str]:
+    if all(o[name] is None for name in _GSSAPI):
         return {}
     if mechanism != "GSSAPI":
         raise SinkURIError("sasl-gssapi-* parameters need sasl-mechanism=GSSAPI")
-    kind = (auth_type or "keytab").strip().lower()
-    if kind not in ("keytab", "user"):
-        raise SinkURIError(f"invalid value {auth_type!r} for 'sasl-gssapi-auth-type'; allowed: user, keytab")
-    if kind == "user" or password:
+    kind = o["sasl-gssapi-auth-type"] or "keytab"
+    if kind == "user" or o["sasl-gssapi-password"]:
         raise SinkURIError(
             "sasl-gssapi-auth-type=user (password login) is not supported by librdkafka: "
             "use sasl-gssapi-auth-type=keytab with sasl-gssapi-keytab-path"
         )
-    if krb5:
+    if o["sasl-gssapi-kerberos-config-path"]:
         raise SinkURIError(
             "sasl-gssapi-kerberos-config-path is not supported by librdkafka: set KRB5_CONFIG in the "
             "environment of the sparkcdc processes instead"
         )
+    keytab, user, realm = o["sasl-gssapi-keytab-path"], o["sasl-gssapi-user"], o["sasl-gssapi-realm"]
     if not keytab or not user:
         raise SinkURIError("GSSAPI with a keytab needs sasl-gssapi-keytab-path and sasl-gssapi-user")
-    principal = f"{user}@{realm}" if realm else user
-    conf = {
+    return {
         "sasl.kerberos.keytab": keytab,
-        "sasl.kerberos.principal": principal,
-        "sasl.kerberos.service.name": service or "kafka",
+        "sasl.kerberos.principal": f"{user}@{realm}" if realm else user,
+        "sasl.kerberos.service.name": o["sasl-gssapi-service-name"] or "kafka",
     }
-    return conf
 
 
 def _large_message(config: ReplicaConfig, protocol: str, extension: bool) -> LargeMessageOptions:

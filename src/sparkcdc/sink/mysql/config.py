@@ -1,25 +1,23 @@
 """The MySQL sink's settings: the sink URI merged with ``[sink.mysql-config]`` (URI wins).
 
 ``mysql[+ssl]|tidb[+ssl]://user:pass@host:port[,host:port]/?worker-count=16&max-txn-row=256&…``
-with TiCDC's parameters (spec §6, ``tiflow:pkg/sink/mysql/config.go``): every
-value is checked; unknown parameters and ``protocol`` are refused. Like TiCDC,
-values above a hard maximum are lowered to it with a warning, the port
-defaults to 4000 and the user to ``root``. One parameter is sparkcdc's own:
+with TiCDC's parameters (spec §6, ``tiflow:pkg/sink/mysql/config.go``), declared in
+``OPTIONS``: every value is checked; unknown parameters and ``protocol`` are refused.
+TiCDC's hard maxima are limits: a larger value is refused (TiCDC lowers it with a
+warning). As in TiCDC, the port defaults to 4000 and the user to ``root``. One parameter is sparkcdc's own:
 ``progress-table=true|false`` (default true) keeps per-table progress downstream
 so that a replay after a restart is exactly-once (see ``applier``).
 """
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass, field
 
+from sparkcdc.config.options import Kind, Option, OptionTable, Source, resolve
 from sparkcdc.config.replica import ReplicaConfig
-from sparkcdc.config.uri import ParsedURI, parse_duration, redact_uri
+from sparkcdc.config.uri import ParsedURI, redact_uri
 from sparkcdc.errors import SinkURIError
 from sparkcdc.sink.mysql.connection import ConnParams, mysql_time_zone
-
-log = logging.getLogger(__name__)
 
 SCHEMES = ("mysql", "mysql+ssl", "tidb", "tidb+ssl")
 DEFAULT_PORT = 4000
@@ -31,9 +29,56 @@ MAX_WORKER_COUNT = 1024
 MAX_MAX_TXN_ROW = 2048
 MAX_MAX_MULTI_UPDATE_ROW = 256
 MAX_MAX_MULTI_UPDATE_ROW_SIZE = 8192
-DEFAULT_TIMEOUT = "2m"
+DEFAULT_TIMEOUT = 120.0
 TXN_MODES = ("optimistic", "pessimistic")
 ATOMICITY = ("none", "table")
+
+_MC = "mysql-config."
+
+
+def _timeout(name: str) -> Option:
+    return Option(name, Kind.DURATION, DEFAULT_TIMEOUT, toml=_MC + name, gt=0)
+
+
+OPTIONS = OptionTable(
+    Option(
+        "worker-count", Kind.INT, DEFAULT_WORKER_COUNT, toml=_MC + "worker-count", gt=0, le=MAX_WORKER_COUNT
+    ),
+    Option("max-txn-row", Kind.INT, DEFAULT_MAX_TXN_ROW, toml=_MC + "max-txn-row", gt=0, le=MAX_MAX_TXN_ROW),
+    Option(
+        "max-multi-update-row",
+        Kind.INT,
+        DEFAULT_MAX_MULTI_UPDATE_ROW,
+        toml=_MC + "max-multi-update-row",
+        gt=0,
+        le=MAX_MAX_MULTI_UPDATE_ROW,
+    ),
+    Option(
+        "max-multi-update-row-size",
+        Kind.INT,
+        DEFAULT_MAX_MULTI_UPDATE_ROW_SIZE,
+        toml=_MC + "max-multi-update-row-size",
+        ge=0,
+        le=MAX_MAX_MULTI_UPDATE_ROW_SIZE,
+    ),
+    Option("tidb-txn-mode", Kind.ENUM, toml=_MC + "tidb-txn-mode", choices=TXN_MODES, fold_case=True),
+    Option("safe-mode", Kind.BOOL, False, toml="safe-mode"),
+    Option("transaction-atomicity", Kind.ENUM, "none", toml="transaction-atomicity", choices=ATOMICITY),
+    Option("time-zone", Kind.STR, toml=_MC + "time-zone", help="empty: the downstream's own time zone"),
+    Option("ssl-ca", Kind.STR, toml=_MC + "ssl-ca"),
+    Option("ssl-cert", Kind.STR, toml=_MC + "ssl-cert"),
+    Option("ssl-key", Kind.STR, toml=_MC + "ssl-key"),
+    _timeout("read-timeout"),
+    _timeout("write-timeout"),
+    _timeout("timeout"),
+    Option("batch-dml-enable", Kind.BOOL, True, toml=_MC + "enable-batch-dml"),
+    Option("multi-stmt-enable", Kind.BOOL, True, toml=_MC + "enable-multi-statement"),
+    Option("cache-prep-stmts", Kind.BOOL, True, toml=_MC + "enable-cache-prepared-statement"),
+    Option(
+        "progress-table", Kind.BOOL, True, help="keep per-table progress downstream (exactly-once replay)"
+    ),
+)
+"""The MySQL sink's URI parameters and their ``[sink]``/``[sink.mysql-config]`` keys."""
 
 
 @dataclass(frozen=True)
@@ -55,37 +100,6 @@ class MySQLSinkSettings:
     progress_table: bool = True
     """Record per-table progress downstream (``sparkcdc.mysql_sink_progress``) for exactly-once replay."""
     uri_redacted: str = field(default="", compare=False)
-
-
-def _bounded(uri: ParsedURI, key: str, conf: int | None, default: int, lo: int, hi: int) -> int:
-    v = uri.get_int(key)
-    if v is None:
-        v = conf
-        where = f"[sink.mysql-config] {key}"
-    else:
-        where = f"sink URI parameter {key!r}"
-    if v is None:
-        return default
-    if v < lo:
-        raise SinkURIError(f"invalid {where} = {v}: it must be at least {lo}")
-    if v > hi:
-        log.warning("%s = %d is too large, using %d", where, v, hi)
-        return hi
-    return v
-
-
-def _bool(uri: ParsedURI, key: str, conf: bool | None, default: bool) -> bool:
-    v = uri.get_bool(key)
-    if v is None:
-        v = conf
-    return default if v is None else v
-
-
-def _duration(uri: ParsedURI, key: str, conf: str | None) -> float:
-    v = uri.get(key)
-    if v is None:
-        v = conf if conf is not None else DEFAULT_TIMEOUT
-    return parse_duration(v, key)
 
 
 def _same_tz(a: str, b: str) -> bool:
@@ -115,69 +129,24 @@ def parse_mysql_sink(uri: str, config: ReplicaConfig) -> MySQLSinkSettings:
         raise SinkURIError(
             f"[sink] protocol = {config.sink.protocol!r} does not apply to the MySQL sink; remove it"
         )
-    mc = config.sink.mysql_config
-    worker_count = _bounded(p, "worker-count", mc.worker_count, DEFAULT_WORKER_COUNT, 1, MAX_WORKER_COUNT)
-    max_txn_row = _bounded(p, "max-txn-row", mc.max_txn_row, DEFAULT_MAX_TXN_ROW, 1, MAX_MAX_TXN_ROW)
-    max_multi = _bounded(
-        p,
-        "max-multi-update-row",
-        mc.max_multi_update_row,
-        DEFAULT_MAX_MULTI_UPDATE_ROW,
-        1,
-        MAX_MAX_MULTI_UPDATE_ROW,
-    )
-    max_multi_size = _bounded(
-        p,
-        "max-multi-update-row-size",
-        mc.max_multi_update_row_size,
-        DEFAULT_MAX_MULTI_UPDATE_ROW_SIZE,
-        0,
-        MAX_MAX_MULTI_UPDATE_ROW_SIZE,
-    )
-    txn_mode = p.get("tidb-txn-mode")
-    if txn_mode is None:
-        txn_mode = mc.tidb_txn_mode
-    if txn_mode is not None:
-        txn_mode = txn_mode.lower()
-        if txn_mode not in TXN_MODES:
-            raise SinkURIError(f"invalid tidb-txn-mode {txn_mode!r}; allowed: {', '.join(TXN_MODES)}")
-    safe_mode = _bool(p, "safe-mode", None, config.sink.safe_mode)
-    atomicity = p.get("transaction-atomicity")
-    if atomicity is None:
-        atomicity = config.sink.transaction_atomicity
-    atomicity = atomicity or "none"
-    if atomicity not in ATOMICITY:
-        raise SinkURIError(f"invalid transaction-atomicity {atomicity!r}; allowed: {', '.join(ATOMICITY)}")
-    tz_param = p.get("time-zone")
-    if tz_param is None:
-        tz_param = mc.time_zone
+    o = resolve(OPTIONS, p, config.sink, where="sink")
+    tz_param = o["time-zone"]
     if tz_param is None:
         time_zone: str | None = mysql_time_zone(config.time_zone)
     elif tz_param == "":
         time_zone = None  # the downstream's own time zone, as in TiCDC
     else:
         if not _same_tz(tz_param, config.time_zone):
+            where = "the sink URI" if o.source("time-zone") is Source.URI else "[sink.mysql-config]"
             raise SinkURIError(
-                f"time-zone {tz_param!r} in the sink URI differs from the changefeed time zone "
+                f"time-zone {tz_param!r} in {where} differs from the changefeed time zone "
                 f"{config.time_zone!r}; TIMESTAMP values would shift. Use the same zone in both "
                 "(or time-zone= to keep the downstream's own)"
             )
         time_zone = mysql_time_zone(tz_param)
-    ssl_ca = p.get("ssl-ca") or mc.ssl_ca
-    ssl_cert = p.get("ssl-cert") or mc.ssl_cert
-    ssl_key = p.get("ssl-key") or mc.ssl_key
+    ssl_ca, ssl_cert, ssl_key = (o[k] or None for k in ("ssl-ca", "ssl-cert", "ssl-key"))
     if (ssl_cert is None) != (ssl_key is None):
         raise SinkURIError("ssl-cert and ssl-key must be given together (the client certificate and its key)")
-    read_timeout = _duration(p, "read-timeout", mc.read_timeout)
-    write_timeout = _duration(p, "write-timeout", mc.write_timeout)
-    timeout = _duration(p, "timeout", mc.timeout)
-    for key, val in (("read-timeout", read_timeout), ("write-timeout", write_timeout), ("timeout", timeout)):
-        if val <= 0:
-            raise SinkURIError(f"invalid {key} {val}s: it must be a positive duration like 30s or 2m")
-    batch_dml = _bool(p, "batch-dml-enable", mc.enable_batch_dml, True)
-    multi_stmt = _bool(p, "multi-stmt-enable", mc.enable_multi_statement, True)
-    cache_prep = _bool(p, "cache-prep-stmts", mc.enable_cache_prepared_statement, True)
-    progress_table = _bool(p, "progress-table", None, True)
     p.reject_unknown()
 
     host, port = p.hosts[0]
@@ -189,28 +158,28 @@ def parse_mysql_sink(uri: str, config: ReplicaConfig) -> MySQLSinkSettings:
         password=p.password or "",
         extra_hosts=extra,
         time_zone=time_zone,
-        connect_timeout=timeout,
-        read_timeout=read_timeout,
-        write_timeout=write_timeout,
+        connect_timeout=o["timeout"],
+        read_timeout=o["read-timeout"],
+        write_timeout=o["write-timeout"],
         ssl=p.scheme.endswith("+ssl"),
         ssl_ca=ssl_ca,
         ssl_cert=ssl_cert,
         ssl_key=ssl_key,
-        tidb_txn_mode=txn_mode,
-        multi_statements=multi_stmt,
+        tidb_txn_mode=o["tidb-txn-mode"],
+        multi_statements=o["multi-stmt-enable"],
     )
     return MySQLSinkSettings(
         conn=conn,
-        worker_count=worker_count,
-        max_txn_row=max_txn_row,
-        max_multi_update_row=max_multi,
-        max_multi_update_row_size=max_multi_size,
-        safe_mode=safe_mode,
-        transaction_atomicity=atomicity,
-        batch_dml=batch_dml,
-        multi_statement=multi_stmt,
-        cache_prepared_statements=cache_prep,
+        worker_count=o["worker-count"],
+        max_txn_row=o["max-txn-row"],
+        max_multi_update_row=o["max-multi-update-row"],
+        max_multi_update_row_size=o["max-multi-update-row-size"],
+        safe_mode=o["safe-mode"],
+        transaction_atomicity=o["transaction-atomicity"],
+        batch_dml=o["batch-dml-enable"],
+        multi_statement=o["multi-stmt-enable"],
+        cache_prepared_statements=o["cache-prep-stmts"],
         is_tidb=p.scheme.startswith("tidb"),
-        progress_table=progress_table,
+        progress_table=o["progress-table"],
         uri_redacted=red,
     )

@@ -1,17 +1,20 @@
-"""The storage sink's settings: the sink URI merged over ``[sink]``/``[sink.cloud-storage-config]``."""
+"""The storage sink's settings: the sink URI merged over ``[sink]``/``[sink.cloud-storage-config]``.
+
+``OPTIONS`` declares the sink's URI parameters (the URI wins over the TOML section) with
+TiCDC's limits (``tiflow:pkg/sink/cloudstorage/config.go``); a value outside them is refused,
+where TiCDC lowers or raises it to the nearest limit.
+"""
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 
+from sparkcdc.config.options import MIB, Kind, Option, OptionTable, resolve
 from sparkcdc.config.replica import ReplicaConfig
-from sparkcdc.config.uri import ParsedURI, parse_duration, redact_uri
+from sparkcdc.config.uri import ParsedURI, redact_uri
 from sparkcdc.errors import ConfigError, SinkURIError
 from sparkcdc.sink.storage.backend import StorageBackend
 from sparkcdc.sink.storage.layout import EXTENSIONS, check_date_separator, effective_index_width
-
-log = logging.getLogger(__name__)
 
 PROTOCOLS = ("csv", "canal-json")
 DEFAULT_WORKER_COUNT = 16
@@ -19,9 +22,42 @@ MAX_WORKER_COUNT = 512
 DEFAULT_FLUSH_INTERVAL = 5.0
 MIN_FLUSH_INTERVAL = 2.0
 MAX_FLUSH_INTERVAL = 600.0
-DEFAULT_FILE_SIZE = 64 * 1024 * 1024
-MIN_FILE_SIZE = 1024 * 1024
-MAX_FILE_SIZE = 512 * 1024 * 1024
+DEFAULT_FILE_SIZE = 64 * MIB
+MIN_FILE_SIZE = 1 * MIB
+MAX_FILE_SIZE = 512 * MIB
+
+OPTIONS = OptionTable(
+    Option("protocol", Kind.STR, toml="protocol", help="csv or canal-json (required)"),
+    Option(
+        "worker-count",
+        Kind.INT,
+        DEFAULT_WORKER_COUNT,
+        toml="cloud-storage-config.worker-count",
+        gt=0,
+        le=MAX_WORKER_COUNT,
+        help="writers a task groups its tables into",
+    ),
+    Option(
+        "flush-interval",
+        Kind.DURATION,
+        DEFAULT_FLUSH_INTERVAL,
+        toml="cloud-storage-config.flush-interval",
+        ge=MIN_FLUSH_INTERVAL,
+        le=MAX_FLUSH_INTERVAL,
+        help="how often buffered rows are written",
+    ),
+    Option(
+        "file-size",
+        Kind.SIZE,
+        DEFAULT_FILE_SIZE,
+        toml="cloud-storage-config.file-size",
+        ge=MIN_FILE_SIZE,
+        le=MAX_FILE_SIZE,
+        help="a data file is cut once it reaches this size",
+    ),
+    Option("enable-tidb-extension", Kind.BOOL, False, help="canal-json: add _tidb (commitTs)"),
+)
+"""The storage sink's URI parameters, besides the backend's own (``StorageBackend.from_uri``)."""
 
 
 @dataclass
@@ -51,7 +87,8 @@ class StorageSettings:
         """Parse and validate a storage sink URI against the changefeed config."""
         p = ParsedURI.parse(uri)
         shown = redact_uri(uri)
-        protocol = p.get_str("protocol") or config.sink.protocol
+        opts = resolve(OPTIONS, p, config.sink, where="sink")
+        protocol = opts["protocol"]
         if not protocol:
             raise SinkURIError(
                 f"storage sink URI {shown!r} needs a protocol: add ?protocol=csv or ?protocol=canal-json"
@@ -62,10 +99,6 @@ class StorageSettings:
                 f"use one of: {', '.join(PROTOCOLS)}"
             )
         cs = config.sink.cloud_storage_config
-        worker_count = _worker_count(p.get_int("worker-count"), cs.worker_count)
-        flush_interval = _flush_interval(p.get_str("flush-interval"), cs.flush_interval)
-        file_size = _file_size(p.get_int("file-size"), cs.file_size)
-        ext = p.get_bool("enable-tidb-extension", False)
         backend = StorageBackend.from_uri(p)
         p.reject_unknown()
         check_date_separator(config.sink.date_separator)
@@ -83,56 +116,14 @@ class StorageSettings:
         return cls(
             backend=backend,
             protocol=protocol,
-            worker_count=worker_count,
-            flush_interval=flush_interval,
-            file_size=file_size,
+            worker_count=opts["worker-count"],
+            flush_interval=opts["flush-interval"],
+            file_size=opts["file-size"],
             file_index_width=effective_index_width(config.sink.file_index_digit),
             date_separator=config.sink.date_separator,
             enable_partition_separator=config.sink.enable_partition_separator,
             transaction_atomicity=atomicity,
-            enable_tidb_extension=bool(ext),
+            enable_tidb_extension=opts["enable-tidb-extension"],
             output_column_id=cs.output_column_id,
             output_raw_change_event=cs.output_raw_change_event,
         )
-
-
-def _worker_count(uri_value: int | None, cfg_value: int | None) -> int:
-    n = uri_value if uri_value is not None else cfg_value
-    if n is None:
-        return DEFAULT_WORKER_COUNT
-    if n <= 0:
-        raise SinkURIError(
-            f"invalid worker-count {n} (CDC:ErrStorageSinkInvalidConfig): it must be greater than 0 "
-            f"(1..{MAX_WORKER_COUNT})"
-        )
-    if n > MAX_WORKER_COUNT:
-        log.warning("worker-count %d is too large; using %d", n, MAX_WORKER_COUNT)
-        return MAX_WORKER_COUNT
-    return n
-
-
-def _flush_interval(uri_value: str | None, cfg_value: str | None) -> float:
-    text = uri_value if uri_value is not None else cfg_value
-    if not text:
-        return DEFAULT_FLUSH_INTERVAL
-    seconds = parse_duration(text, "flush-interval")
-    if seconds > MAX_FLUSH_INTERVAL:
-        log.warning("flush-interval %s is too large; using 10m", text)
-        return MAX_FLUSH_INTERVAL
-    if seconds < MIN_FLUSH_INTERVAL:
-        log.warning("flush-interval %s is too small; using 2s", text)
-        return MIN_FLUSH_INTERVAL
-    return seconds
-
-
-def _file_size(uri_value: int | None, cfg_value: int | None) -> int:
-    n = uri_value if uri_value is not None else cfg_value
-    if n is None:
-        return DEFAULT_FILE_SIZE
-    if n > MAX_FILE_SIZE:
-        log.warning("file-size %d is too large; using %d", n, MAX_FILE_SIZE)
-        return MAX_FILE_SIZE
-    if n < MIN_FILE_SIZE:
-        log.warning("file-size %d is too small; using %d", n, MIN_FILE_SIZE)
-        return MIN_FILE_SIZE
-    return n

@@ -1,4 +1,9 @@
-"""Parsing of sink and upstream URIs with closed, typed query parameters."""
+"""Parsing of sink and upstream URIs with closed query parameters.
+
+Sink options are typed, ranged and merged with the changefeed TOML by ``config.options``;
+``ParsedURI`` splits the URI and records which parameters were read, so that
+``reject_unknown`` can refuse the others.
+"""
 
 from __future__ import annotations
 
@@ -83,30 +88,6 @@ class ParsedURI:
             )
         return v
 
-    def get_int(
-        self,
-        key: str,
-        default: int | None = None,
-        *,
-        min_value: int | None = None,
-        max_value: int | None = None,
-    ) -> int | None:
-        """An integer parameter within optional bounds."""
-        v = self.get(key)
-        if v is None:
-            return default
-        try:
-            n = int(v)
-        except ValueError:
-            raise SinkURIError(
-                f"invalid value {v!r} for sink URI parameter {key!r}: expected an integer"
-            ) from None
-        if (min_value is not None and n < min_value) or (max_value is not None and n > max_value):
-            lo = "-inf" if min_value is None else min_value
-            hi = "inf" if max_value is None else max_value
-            raise SinkURIError(f"invalid value {n} for sink URI parameter {key!r}: must be in [{lo}, {hi}]")
-        return n
-
     def get_bool(self, key: str, default: bool | None = None) -> bool | None:
         """A boolean parameter (true/false)."""
         v = self.get(key)
@@ -117,13 +98,6 @@ class ParsedURI:
         if v.lower() in ("false", "0"):
             return False
         raise SinkURIError(f"invalid value {v!r} for sink URI parameter {key!r}: expected true or false")
-
-    def get_duration(self, key: str, default: float | None = None) -> float | None:
-        """A duration parameter in seconds."""
-        v = self.get(key)
-        if v is None:
-            return default
-        return parse_duration(v, key)
 
     def reject_unknown(self, allowed: set[str] | None = None) -> None:
         """Refuse parameters that nothing read (and that are not in ``allowed``)."""

@@ -16,10 +16,11 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
-from types import CodeType
+from operator import call
 from typing import Any
 
-from sparkcdc.codec.values import decimal_text, go_g_format, to_float32
+from sparkcdc.codec.csv_kinds import FieldStyle, column_formatter
+from sparkcdc.codec.values import to_float32
 from sparkcdc.config.replica import CSVConfig, ReplicaConfig
 from sparkcdc.errors import ConfigError, DecodeError
 from sparkcdc.model.events import Op, RowChange
@@ -78,12 +79,14 @@ def validate_csv_config(csv: CSVConfig, *, delete_only_output_handle_key_columns
 
 # ------------------------------------------------------------------ encoder
 
-_Render = Callable[[Any], str]
-"""Renders a non-NULL value as its final CSV field text (quoted/escaped as needed)."""
-
 
 class CSVEncoder:
-    """Encodes row changes as TiCDC CSV records."""
+    """Encodes row changes as TiCDC CSV records.
+
+    Each table gets a row encoder (``row_encoder``) holding one formatter per column, chosen
+    by the column's kind (``csv_kinds``), so encoding a row is one call per value and no test
+    of the column's type.
+    """
 
     def __init__(
         self,
@@ -107,13 +110,9 @@ class CSVEncoder:
         self.output_handle_key = csv.output_handle_key if output_handle_key is None else output_handle_key
         self.output_field_header = csv.output_field_header
         self.binary_encoding = csv.binary_encoding_method
-        if self.quote:
-            q, qq = self.quote, self.quote + self.quote
-            self.string: Callable[[str], str] = lambda s: q + s.replace(q, qq) + q
-        else:
-            self.string = _escaper(self.delimiter)
-        self._renderers: dict[int, tuple[TableInfo, list[_Render]]] = {}
-        self._compiled: dict[int, tuple[TableInfo, Callable[[RowChange], bytes]]] = {}
+        self.style = FieldStyle(self.quote, self.delimiter, self.null, self.binary_encoding)
+        self.string = self.style.string()
+        self._encoders: dict[int, tuple[TableInfo, Callable[[RowChange], bytes]]] = {}
 
     @classmethod
     def from_config(cls, cfg: ReplicaConfig) -> CSVEncoder:
@@ -126,156 +125,30 @@ class CSVEncoder:
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
-        state["_renderers"] = {}
-        state["_compiled"] = {}
-        state.pop("string", None)
+        state["_encoders"] = {}
+        state.pop("string", None)  # a closure: made again on unpickling
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
-        self.__dict__.setdefault("_compiled", {})
-        if self.quote:
-            q, qq = self.quote, self.quote + self.quote
-            self.string = lambda s: q + s.replace(q, qq) + q
-        else:
-            self.string = _escaper(self.delimiter)
-
-    # -------------------------------------------------------------- rendering
-
-    def _renderer(self, col: ColumnInfo) -> _Render:
-        t = col.type
-        string = self.string
-        if t in INT_TYPES or t in ("year", "bit"):
-            return lambda v: str(v) if type(v) is int else self._fallback(v, col)
-        if t == "float" or t == "double":
-            bits = 32 if t == "float" else 64
-            return lambda v: go_g_format(v, bits) if type(v) is float else self._fallback(v, col)
-        if t == "decimal":
-            scale = col.scale
-            return lambda v: string(decimal_text(v, scale)) if type(v) is Decimal else self._fallback(v, col)
-        if t in BLOB_TYPES:
-            enc = self._binary
-            return lambda v: string(enc(v)) if type(v) is bytes else self._fallback(v, col)
-        return lambda v: string(v) if type(v) is str else self._fallback(v, col)
-
-    def _binary(self, v: bytes) -> str:
-        if self.binary_encoding == "hex":
-            return v.hex()
-        return base64.b64encode(v).decode("ascii")
-
-    def _fallback(self, v: Any, col: ColumnInfo) -> str:
-        if isinstance(v, bool):
-            return "true" if v else "false"
-        if isinstance(v, int):
-            return str(v)
-        if isinstance(v, float):
-            return go_g_format(v, 32 if col.type == "float" else 64)
-        if isinstance(v, bytes | bytearray | memoryview):
-            return self.string(self._binary(bytes(v)))
-        if isinstance(v, Decimal):
-            return self.string(decimal_text(v, col.scale))
-        return self.string(str(v))
-
-    def _table_renderers(self, table: TableInfo) -> list[_Render]:
-        entry = self._renderers.get(id(table))
-        if entry is None or entry[0] is not table:
-            if len(self._renderers) > 4096:
-                self._renderers.clear()
-            entry = (table, [self._renderer(c) for c in table.columns])
-            self._renderers[id(table)] = entry
-        return entry[1]
-
-    def _handle_key(self, image: tuple[Any, ...], table: TableInfo) -> str:
-        idx = table.handle_key_index
-        if not idx:
-            return self.null
-        if len(idx) == 1 and table.columns[idx[0]].type in INT_TYPES:
-            return self.string(str(image[idx[0]]))
-        parts = []
-        for i in idx:
-            v = image[i]
-            parts.append(self._binary(v) if isinstance(v, bytes) else ("" if v is None else str(v)))
-        return self.string("{" + ", ".join(parts) + "}")
-
-    def _handle_key_fn(self, table: TableInfo) -> Callable[[tuple[Any, ...]], str]:
-        """``_handle_key`` for one table, its key positions looked up once."""
-        idx = table.handle_key_index
-        binary, string = self._binary, self.string
-
-        def handle_key(image: tuple[Any, ...]) -> str:
-            parts = []
-            for i in idx:
-                v = image[i]
-                parts.append(binary(v) if isinstance(v, bytes) else ("" if v is None else str(v)))
-            return string("{" + ", ".join(parts) + "}")
-
-        return handle_key
-
-    def _record_reference(
-        self, op: str, row: RowChange, table: TableInfo, image: tuple[Any, ...], is_update: bool
-    ) -> str:
-        """One record rendered value by value (the reference the compiled encoders must equal)."""
-        d = self.delimiter
-        s = self.string
-        fields = [s(op), s(row.table), s(row.schema)]
-        if self.include_commit_ts:
-            fields.append(str(row.commit_ts))
-        if self.output_old_value:
-            fields.append("true" if is_update else "false")
-        if self.output_handle_key:
-            fields.append(self._handle_key(image, table))
-        null = self.null
-        for render, v in zip(self._table_renderers(table), image, strict=True):
-            fields.append(null if v is None else render(v))
-        return d.join(fields) + self.terminator
+        self.string = self.style.string()
 
     def encode_row(self, row: RowChange, table: TableInfo) -> bytes:
         """One record, or two (D then I, both is-update) for an UPDATE with output-old-value."""
-        entry = self._compiled.get(id(table))
-        if entry is None or entry[0] is not table:
-            return self.row_encoder(table)(row)
-        return entry[1](row)
+        return self.row_encoder(table)(row)
 
     def encode_rows(self, rows: Iterable[RowChange], table: TableInfo) -> list[bytes]:
-        """``encode_row`` for each row of one table (the compiled encoder is looked up once)."""
+        """``encode_row`` for each row of one table (its row encoder is looked up once)."""
         return list(map(self.row_encoder(table), rows))
 
     def row_encoder(self, table: TableInfo) -> Callable[[RowChange], bytes]:
-        """The compiled ``encode_row`` for one table shape (generated on first use, then cached)."""
-        entry = self._compiled.get(id(table))
+        """``encode_row`` bound to one table (made on first use, then cached)."""
+        entry = self._encoders.get(id(table))
         if entry is None or entry[0] is not table:
-            if len(self._compiled) > 4096:
-                self._compiled.clear()
-            entry = (table, _compile_row_encoder(self, table))
-            self._compiled[id(table)] = entry
+            if len(self._encoders) > 4096:
+                self._encoders.clear()
+            entry = self._encoders[id(table)] = (table, _table_encoder(self, table))
         return entry[1]
-
-    def encode_row_reference(self, row: RowChange, table: TableInfo) -> bytes:
-        """``encode_row`` rendered value by value: the reference the compiled encoders are tested against."""
-        if len(table.columns) == 0:
-            raise DecodeError(f"table {row.schema}.{row.table} has no columns; cannot encode a CSV row")
-        if row.op == "D":
-            image = row.before
-        else:
-            image = row.after
-        if image is None:
-            raise DecodeError(
-                f"{row.op} row change for {row.schema}.{row.table} at commit_ts {row.commit_ts} has no "
-                "row image; the capture must emit full row images"
-            )
-        if len(image) != len(table.columns):
-            raise DecodeError(
-                f"row for {row.schema}.{row.table} has {len(image)} values but the table has "
-                f"{len(table.columns)} columns at version {table.version}"
-            )
-        if row.op == "U":
-            if self.output_old_value and row.before is not None:
-                return (
-                    self._record_reference("D", row, table, row.before, True)
-                    + self._record_reference("I", row, table, image, True)
-                ).encode("utf-8", _ENCODING_ERRORS)
-            return self._record_reference("U", row, table, image, True).encode("utf-8", _ENCODING_ERRORS)
-        return self._record_reference(row.op, row, table, image, False).encode("utf-8", _ENCODING_ERRORS)
 
     def header(self, table: TableInfo) -> bytes:
         """The output-field-header line (b"" when output-field-header is off)."""
@@ -290,346 +163,83 @@ class CSVEncoder:
         return (self.delimiter.join(names) + self.terminator).encode("utf-8", _ENCODING_ERRORS)
 
 
-def _escaper(delimiter: str) -> Callable[[str], str]:
-    """Backslash-escape ``\\``, CR, LF and the delimiter (each of its characters)."""
-    escaped_delim = "".join("\\" + ch for ch in delimiter)
-    pattern = re.compile(re.escape(delimiter) + r"|[\\\r\n]")
-    repl = {"\\": "\\\\", "\r": "\\r", "\n": "\\n", delimiter: escaped_delim}
-
-    def sub(m: re.Match[str]) -> str:
-        return repl[m.group()]
-
-    def escape(s: str) -> str:
-        return pattern.sub(sub, s)
-
-    return escape
-
-
-# ------------------------------------------------------------------ compiled encoders
-#
-# ``CSVEncoder.encode_row`` runs one function generated per table shape and options (the way
-# capture/rowcodec.py compiles row decoders): the delimiter, quote and terminator are baked
-# into a single f-string, each column has an inline snippet for its documented Python type,
-# and anything else (NULL aside) goes to the column's reference renderer, so the bytes are
-# those of ``encode_row_reference`` for every value.
-
-_B64_ALPHABET = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=")
-_HEX_ALPHABET = frozenset("0123456789abcdef")
-_FSTRING_PLAIN = frozenset(" ,;:|!#$%&()*+-./<=>?@[]^_`~'")
-
-_Kind = tuple[str, int | None, bool]
-_CODE_CACHE: dict[tuple[Any, ...], CodeType] = {}
-_G32_CACHE: dict[float, str] = {}
-
-
-def _column_kind(col: ColumnInfo) -> _Kind:
-    """The snippet a column gets, in ``CSVEncoder._renderer``'s order of type tests.
-
-    ``(name, decimal scale, NOT NULL)``: NOT NULL text columns are quoted inside the
-    record's f-string on the fast path (a NULL there only sends the row to the general path).
-    """
-    t = col.type
-    if t in INT_TYPES or t in ("year", "bit"):
-        return ("int", None, not col.nullable)
-    if t == "float":
-        return ("f32", None, not col.nullable)
-    if t == "double":
-        return ("f64", None, not col.nullable)
-    if t == "decimal":
-        return ("dec", col.scale, not col.nullable)
-    if t in BLOB_TYPES:
-        return ("bin", None, not col.nullable)
-    return ("str", None, not col.nullable)
-
-
-def _handle_key_shape(table: TableInfo) -> tuple[tuple[int, ...], bool]:
-    """(handle-key positions, whether it is one integer column): what ``_handle_key`` branches on."""
-    idx = table.handle_key_index
-    return idx, len(idx) == 1 and table.columns[idx[0]].type in INT_TYPES
-
-
-def _g32(v: float) -> str:
-    """``go_g_format(v, 32)``, remembered per value (±0 and NaN are not cached: they share keys)."""
-    if v == 0.0 or v != v:
-        return go_g_format(v, 32)
-    text = _G32_CACHE.get(v)
-    if text is None:
-        if len(_G32_CACHE) >= 65536:
-            _G32_CACHE.clear()
-        text = _G32_CACHE[v] = go_g_format(v, 32)
-    return text
-
-
-def _literal(text: str) -> str:
-    """``text`` as literal characters inside a double-quoted f-string of generated code."""
-    out = []
-    for ch in text:
-        if ch in "{}":
-            out.append(ch * 2)
-        elif ch.isascii() and (ch.isalnum() or ch in _FSTRING_PLAIN):
-            out.append(ch)
-        else:
-            out.append(f"\\U{ord(ch):08x}")
-    return "".join(out)
-
-
-class _SourceBuilder:
-    """Generated source of ``encode(row) -> bytes`` for one table shape and options.
-
-    A record is one f-string with the delimiters, quotes and terminator as literal text.
-    Ints and floats are rendered in it (floats via ``repr`` where Go's ``%v`` agrees);
-    text columns become a quoted or escaped temporary, except NOT NULL ones in quoted
-    mode: when every such column holds its documented type the row takes a fast path
-    whose f-string has their quotes as literals, so no temporary is built for them.
-    """
-
-    def __init__(
-        self,
-        kinds: tuple[_Kind, ...],
-        quote: str,
-        delimiter: str,
-        terminator: str,
-        binary_encoding: str,
-        include_commit_ts: bool,
-        output_old_value: bool,
-        output_handle_key: bool,
-        handle_key: tuple[tuple[int, ...], bool] | None = None,
-    ) -> None:
-        self.kinds = kinds
-        self.handle_key = handle_key
-        self.quote = quote
-        self.delimiter = delimiter
-        self.terminator = terminator
-        self.binary_encoding = binary_encoding
-        self.include_commit_ts = include_commit_ts
-        self.output_old_value = output_old_value
-        self.output_handle_key = output_handle_key
-
-    def _text(self, i: int, kind: _Kind) -> tuple[str, list[str], str, frozenset[str] | None]:
-        """(exact type, statements, variable, alphabet): the unquoted text of a text-like column."""
-        v, t = f"v{i}", f"t{i}"
-        name, scale, _ = kind
-        if name == "dec":
-            if scale is None:
-                inexact = f"'E' in {t}"
-            elif scale == 0:
-                inexact = f"'E' in {t} or '.' in {t}"
-            else:
-                inexact = f"'E' in {t} or {t}[{-scale - 1}:{-scale}] != '.'"
-            return (
-                "Decimal",
-                [f"{t} = str({v})", f"if {inexact}:", f"    {t} = _dec({v}, {scale!r})"],
-                t,
-                None,
-            )
-        if name == "bin":
-            if self.binary_encoding == "hex":
-                return "bytes", [f"{t} = {v}.hex()"], t, _HEX_ALPHABET
-            return "bytes", [f"{t} = _b64({v}, newline=False).decode()"], t, _B64_ALPHABET
-        return "str", [], v, None
-
-    def _field(self, out: str, var: str, alphabet: frozenset[str] | None) -> list[str]:
-        """Set ``out`` to the text in ``var`` as a quoted or escaped field (``alphabet``: all it can hold)."""
-        if self.quote:
-            q = _literal(self.quote)
-            if alphabet is not None and self.quote not in alphabet:
-                return [f'{out} = f"{q}{{{var}}}{q}"']
-            return [f'{out} = f"{q}{{{var}}}{q}" if {self.quote!r} not in {var} else _s({var})']
-        if alphabet is not None and not any(ch in alphabet for ch in self.delimiter):
-            return [f"{out} = {var}"]
-        specials = dict.fromkeys(["\\", "\r", "\n", self.delimiter])
-        test = " or ".join(f"{sp!r} in {var}" for sp in specials)
-        return [f"{out} = _s({var}) if {test} else {var}"]
-
-    def _general(self, i: int, kind: _Kind, body: list[str]) -> str:
-        """Append column ``i``'s statements to ``body``; return its part of the record f-string."""
-        v, f = f"v{i}", f"f{i}"
-        name = kind[0]
-        fallback = [f"elif {v} is None:", f"    {f} = _NULL", "else:", f"    {f} = _r{i}({v})"]
-        if name == "int":
-            return f"{{{v} if type({v}) is int else _NULL if {v} is None else _r{i}({v})}}"
-        if name == "f32":
-            return f"{{_g32({v}) if type({v}) is float else _NULL if {v} is None else _r{i}({v})}}"
-        if name == "f64":
-            # Inside (-1e6, 1e6) Go's %v is fixed notation; so is repr, except below 1e-4.
-            body += [
-                f"if type({v}) is float and -1e6 < {v} < 1e6:",
-                f"    {f} = repr({v})",
-                f"    if {f}[-2:] == '.0':",
-                f"        {f} = {f}[:-2]",
-                f"    elif 'e' in {f}:",
-                f"        {f} = _r{i}({v})",
-                *fallback,
-            ]
-            return f"{{{f}}}"
-        exact, lines, var, alphabet = self._text(i, kind)
-        body += [f"if type({v}) is {exact}:", *("    " + x for x in lines + self._field(f, var, alphabet))]
-        body += fallback
-        return f"{{{f}}}"
-
-    def _baked(self, i: int, kind: _Kind, body: list[str]) -> tuple[str, str]:
-        """Column ``i`` on the fast path: (its type test, its part of the f-string with literal quotes)."""
-        exact, lines, var, alphabet = self._text(i, kind)
-        body += lines
-        q = self.quote
-        if alphabet is None or q in alphabet:
-            body += [f"if {q!r} in {var}:", f"    {var} = {var}.replace({q!r}, {q * 2!r})"]
-        return f"type(v{i}) is {exact}", f"{_literal(q)}{{{var}}}{_literal(q)}"
-
-    def _handle_key_lines(self, image: str) -> list[str]:
-        """Statements setting ``hk`` to the handle-key field (``CSVEncoder._handle_key``)."""
-        idx, single_int = self.handle_key or ((), False)
-        if not idx:
-            return ["hk = _NULL"]
-        if not single_int:
-            return [f"hk = _hkc({image})"]
-        v = f"v{idx[0]}"
-        digits = set("0123456789-")
-        if self.quote and self.quote not in digits:
-            q = _literal(self.quote)
-            return [f'hk = f"{q}{{{v}}}{q}" if type({v}) is int else _s(str({v}))']
-        if not self.quote and not digits.intersection(self.delimiter):
-            return [f"hk = {v} if type({v}) is int else _s(str({v}))"]
-        return [f"hk = _s(str({v}))"]
-
-    def _render(self, prefix: str, image: str, suffix: str) -> list[str]:
-        """Statements that unpack ``image`` and return ``f"{prefix}<hk><values><terminator>"{suffix}``."""
-        n = len(self.kinds)
-        d = _literal(self.delimiter)
-        end = _literal(self.terminator)
-        lines = [f"{', '.join(f'v{i}' for i in range(n))}, = {image}"]
-        hk = ""
-        if self.output_handle_key:
-            hk = f"{{hk}}{d}"
-            lines += self._handle_key_lines(image)
-        general: list[str] = []
-        parts = [self._general(i, kind, general) for i, kind in enumerate(self.kinds)]
-        bake = [i for i, k in enumerate(self.kinds) if self.quote and k[2] and k[0] in ("dec", "bin", "str")]
-        if bake:
-            fast: list[str] = []
-            fast_parts = list(parts)
-            tests = []
-            for i in bake:
-                test, fast_parts[i] = self._baked(i, self.kinds[i], fast)
-                tests.append(test)
-            # The other columns' statements, as on the general path.
-            shared: list[str] = []
-            for i, kind in enumerate(self.kinds):
-                if i not in bake:
-                    self._general(i, kind, shared)
-            lines += [
-                f"if {' and '.join(tests)}:",
-                *("    " + x for x in fast + shared),
-                f'    return f"{prefix}{hk}{d.join(fast_parts)}{end}"{suffix}',
-            ]
-        lines += [*general, f'return f"{prefix}{hk}{d.join(parts)}{end}"{suffix}']
-        return lines
-
-    def source(self) -> str:
-        """The module text defining ``encode(row) -> bytes`` (and ``_values`` for output-old-value)."""
-        n = len(self.kinds)
-        d = _literal(self.delimiter)
-        ct = f"{{ct}}{d}" if self.include_commit_ts else ""
-        upd = f"{{upd}}{d}" if self.output_old_value else ""
-        lines = []
-        if self.output_old_value:
-            # An UPDATE with its old value is two records, D then I, both is-update.
-            lines += [
-                "def _values(head, image):",
-                *("    " + x for x in self._render("{head}", "image", "")),
-                "",
-            ]
-        lines += [
-            "def encode(row):",
-            "    op = row.op",
-            "    image = row.before if op == 'D' else row.after",
-            f"    if image is None or len(image) != {n}:",
-            "        return _ref(row, _T)",
-            "    t = row.table",
-            "    s = row.schema",
-            "    ts = _TS if t == _TN and s == _SN else _ts(t, s)",
-        ]
-        if self.include_commit_ts:
-            lines += ["    ct = row.commit_ts", "    if type(ct) is not int:", "        return _ref(row, _T)"]
-        lines += ["    if op == 'U':"]
-        if self.output_old_value:
-            lines += [
-                "        before = row.before",
-                "        if before is not None:",
-                f"            if len(before) != {n}:",
-                "                return _ref(row, _T)",
-                f'            text = _values(f"{{_OPD}}{d}{{ts}}{ct}true{d}", before)'
-                f' + _values(f"{{_OPI}}{d}{{ts}}{ct}true{d}", image)',
-                "            return text.encode('utf-8', 'surrogateescape')",
-                "        upd = 'true'",
-            ]
-        lines += [
-            "        opq = _OPU",
-            "    else:",
-            "        opq = _OPS.get(op)",
-            "        if opq is None:",
-            "            return _ref(row, _T)",
-        ]
-        if self.output_old_value:
-            lines += ["        upd = 'false'"]
-        render = self._render(f"{{opq}}{d}{{ts}}{ct}{upd}", "image", '.encode("utf-8", "surrogateescape")')
-        lines += ["    " + x for x in render]
-        return "\n".join(lines) + "\n"
-
-
-def _compile_row_encoder(enc: CSVEncoder, table: TableInfo) -> Callable[[RowChange], bytes]:
-    """Generate (or take from the cache) and bind ``encode(row) -> bytes`` for one table."""
+def _table_encoder(enc: CSVEncoder, table: TableInfo) -> Callable[[RowChange], bytes]:
+    """``encode_row`` for one table: its column formatters and record heads made once."""
     if not table.columns:
-        return lambda row: enc.encode_row_reference(row, table)  # raises the reference's error
-    kinds = tuple(_column_kind(c) for c in table.columns)
-    key = (
-        kinds,
-        enc.quote,
-        enc.delimiter,
-        enc.terminator,
-        enc.binary_encoding,
-        enc.include_commit_ts,
-        enc.output_old_value,
-        enc.output_handle_key,
-        _handle_key_shape(table) if enc.output_handle_key else None,
+
+        def no_columns(row: RowChange) -> bytes:
+            raise DecodeError(f"table {row.schema}.{row.table} has no columns; cannot encode a CSV row")
+
+        return no_columns
+    formatters = [column_formatter(c, enc.style) for c in table.columns]
+    n = len(formatters)
+    d, end, string = enc.delimiter, enc.terminator, enc.string
+    with_commit_ts, with_is_update = enc.include_commit_ts, enc.output_old_value
+    handle_key = _handle_key_formatter(enc, table) if enc.output_handle_key else None
+    name, schema = table.table, table.schema
+    # op, table and schema fields of the table's own records (a routed row may carry other names)
+    own_heads = {op: d.join([string(op), string(name), string(schema), ""]) for op in ("I", "U", "D")}
+
+    def record(op: str, row: RowChange, image: tuple[Any, ...], is_update: bool) -> str:
+        head = own_heads.get(op) if row.table == name and row.schema == schema else None
+        if head is None:
+            head = d.join([string(op), string(row.table), string(row.schema), ""])
+        if with_commit_ts:
+            head += str(row.commit_ts) + d
+        if with_is_update:
+            head += ("true" if is_update else "false") + d
+        if handle_key is not None:
+            head += handle_key(image) + d
+        return head + d.join(map(call, formatters, image)) + end
+
+    def encode(row: RowChange) -> bytes:
+        op = row.op
+        image = row.before if op == "D" else row.after
+        if image is None or len(image) != n:
+            raise _image_error(row, table, image)
+        if op != "U":
+            text = record(op, row, image, False)
+        elif with_is_update and row.before is not None:
+            if len(row.before) != n:
+                raise _image_error(row, table, row.before)
+            text = record("D", row, row.before, True) + record("I", row, image, True)
+        else:
+            text = record(op, row, image, True)
+        return text.encode("utf-8", _ENCODING_ERRORS)
+
+    return encode
+
+
+def _image_error(row: RowChange, table: TableInfo, image: tuple[Any, ...] | None) -> DecodeError:
+    if image is None:
+        return DecodeError(
+            f"{row.op} row change for {row.schema}.{row.table} at commit_ts {row.commit_ts} has no "
+            "row image; the capture must emit full row images"
+        )
+    return DecodeError(
+        f"row for {row.schema}.{row.table} has {len(image)} values but the table has "
+        f"{len(table.columns)} columns at version {table.version}"
     )
-    code = _CODE_CACHE.get(key)
-    if code is None:
-        src = _SourceBuilder(*key).source()
-        code = compile(src, f"<csv encoder {len(kinds)} columns>", "exec")
-        if len(_CODE_CACHE) > 1024:
-            _CODE_CACHE.clear()
-        _CODE_CACHE[key] = code
-    s = enc.string
-    d = enc.delimiter
 
-    def ts(t: str, sc: str) -> str:
-        return s(t) + d + s(sc) + d
 
-    ns: dict[str, Any] = {
-        "Decimal": Decimal,
-        "_NULL": enc.null,
-        "_s": s,
-        "_g32": _g32,
-        "_dec": decimal_text,
-        "_b64": binascii.b2a_base64,
-        "_hkc": enc._handle_key_fn(table),
-        "_ref": enc.encode_row_reference,
-        "_T": table,
-        "_TN": table.table,
-        "_SN": table.schema,
-        "_TS": ts(table.table, table.schema),
-        "_ts": ts,
-        "_OPS": {op: s(op) for op in ("I", "U", "D")},
-        "_OPD": s("D"),
-        "_OPI": s("I"),
-        "_OPU": s("U"),
-    }
-    for i, col in enumerate(table.columns):
-        ns[f"_r{i}"] = enc._renderer(col)
-    exec(code, ns)
-    fn: Callable[[RowChange], bytes] = ns["encode"]
-    return fn
+def _handle_key_formatter(enc: CSVEncoder, table: TableInfo) -> Callable[[tuple[Any, ...]], str]:
+    """The handle-key field of a row image: one integer key as a string, others as ``{a, b}``."""
+    idx = table.handle_key_index
+    string, binary, null = enc.string, enc.style.binary(), enc.null
+    if not idx:
+        return lambda image: null
+    if len(idx) == 1 and table.columns[idx[0]].type in INT_TYPES:
+        i = idx[0]
+        return lambda image: string(str(image[i]))
+
+    def composite(image: tuple[Any, ...]) -> str:
+        parts = []
+        for i in idx:
+            v = image[i]
+            parts.append(binary(v) if isinstance(v, bytes) else "" if v is None else str(v))
+        return string("{" + ", ".join(parts) + "}")
+
+    return composite
 
 
 # ------------------------------------------------------------------ decoder

@@ -7,9 +7,10 @@ a range chunk arrives as one ``GROUP_CONCAT`` blob that is written to a file as 
 with no per-row work in Python.
 
 The expression yields exactly the bytes ``CSVEncoder.encode_row`` writes for the row the
-snapshot reader would have converted (``capture.snapshot.RowConverter``); a table or a
-setting it cannot render exactly is refused with a reason, and the snapshot reads that
-table the ordinary way. Values it cannot render exactly row by row (a DOUBLE whose Go
+snapshot reader would have converted (``capture.snapshot.RowConverter``): each column's
+SQL is its kind's rule in ``csv_kinds``, the table that also gives the encoder its
+formatters. A table or a setting it cannot render exactly is refused with a reason, and
+the snapshot reads that table the ordinary way. Values it cannot render exactly row by row (a DOUBLE whose Go
 ``%v`` form uses an exponent) are excluded by ``TableRecordSQL.exact`` and read the
 ordinary way too.
 """
@@ -19,22 +20,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sparkcdc.codec.csv import CSVDecoder, CSVEncoder
+from sparkcdc.codec.csv_kinds import FieldStyle, SQLStyle, column_sql, sql_string
 from sparkcdc.config.replica import CSVConfig
 from sparkcdc.model import TableInfo
-from sparkcdc.model.schema import BLOB_TYPES, INT_TYPES, TEXT_TYPES
-
-_QUOTED_TEXT = TEXT_TYPES | {"enum", "set", "json"}
-_QUOTED_AS_IS = frozenset({"date", "datetime", "time", "timestamp", "decimal"})
-
-DOUBLE_EXACT_MIN = 1e-4
-"""Below this magnitude (0 aside) Go's ``%v`` switches to an exponent; MariaDB's text does not."""
-DOUBLE_EXACT_MAX = 1e6
-"""From this magnitude on Go's ``%v`` uses an exponent; MariaDB's text does not."""
-
-
-def sql_string(text: str) -> str:
-    """A utf8mb4 string literal of ``text`` in hex: no escaping, whatever the sql_mode, and no ``%``."""
-    return f"_utf8mb4 X'{text.encode('utf-8', 'surrogateescape').hex()}'"
+from sparkcdc.model.schema import INT_TYPES
 
 
 def _ident(name: str) -> str:
@@ -104,44 +93,22 @@ class ServerCSV:
 
         # The reading session runs in UTC: TIMESTAMP's text is the rendering only in UTC.
         utc = TimestampRenderer(time_zone).utc
-        q, qq = self.quote, self.quote * 2
-        head = [q + v.replace(q, qq) + q for v in ("I", info.table, info.schema)]
+        string = FieldStyle(self.quote, self.delimiter, self.null, self.binary_encoding).string()
+        head = [string(v) for v in ("I", info.table, info.schema)]
         if self.include_commit_ts:
             head.append(str(commit_ts))
         if self.output_old_value:
             head.append("false")
-        q_lit = sql_string(self.quote)
+        style = SQLStyle(self.quote, self.binary_encoding, utc)
         parts: list[str] = []
         exact: list[str] = []
         for c in info.columns:
-            col = _ident(c.name)
-            t = c.type
-            # CONCAT renders a column with the same text as SELECT does (val_str); the casts and
-            # conversions below are only where that text is not yet what the encoder writes.
-            if t in INT_TYPES:
-                value = col
-            elif t in ("year", "bit"):
-                value = f"{col} + 0"
-            elif t == "double" and c.scale is None:
-                value = col
-                exact.append(
-                    f"({col} IS NULL OR {col} = 0 OR ABS({col}) >= {DOUBLE_EXACT_MIN!r} "
-                    f"AND ABS({col}) < {DOUBLE_EXACT_MAX!r})"
-                )
-            elif t in _QUOTED_AS_IS and (t != "timestamp" or utc):
-                value = f"{q_lit}, {col}, {q_lit}"  # digits, signs, '-', ':', '.', ' ' only
-            elif t in _QUOTED_TEXT:
-                text = col if (c.charset or "utf8mb4") == "utf8mb4" else f"CONVERT({col} USING utf8mb4)"
-                value = f"{q_lit}, REPLACE({text}, {q_lit}, {sql_string(qq)}), {q_lit}"
-            elif t in BLOB_TYPES:
-                enc = (
-                    f"LOWER(HEX({col}))"
-                    if self.binary_encoding == "hex"
-                    else f"REPLACE(TO_BASE64({col}), {sql_string(chr(10))}, {sql_string('')})"
-                )
-                value = f"{q_lit}, {enc}, {q_lit}"
-            else:
-                return None, f"column {c.name!r} ({t}) is not rendered by the upstream"
+            field = column_sql(c, _ident(c.name), style)
+            if field is None:
+                return None, f"column {c.name!r} ({c.type}) is not rendered by the upstream"
+            value = field.value
+            if field.exact:
+                exact.append(field.exact)
             if c.nullable:
                 # CONCAT of a NULL is NULL
                 value = f"IFNULL(CONCAT({value}), {sql_string(self.null)})"

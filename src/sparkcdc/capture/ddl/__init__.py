@@ -67,9 +67,6 @@ from sparkcdc.capture.ddl.statements import (
     ViewStmt,
 )
 
-_clip = clip_sql
-"""The name capture/catalog.py imports ``clip_sql`` under."""
-
 __all__ = [
     "CHARSETS",
     "CHARSET_TYPES",

@@ -1,7 +1,8 @@
 """Codecs with TiCDC's exact output formats, each encoder beside its decoder.
 
 - ``canal_json``: canal-json messages (Kafka and storage sinks);
-- ``csv``: storage-sink CSV records;
+- ``csv``: storage-sink CSV records; ``csv_kinds``: how each kind of column is rendered
+  (the encoder's formatter and the upstream's SQL);
 - ``values``: shared value renderers (Go float formatting, canal strings, split UPDATE);
 - ``canal_types``: canal ``sqlType``/``mysqlType`` facts;
 - ``avro``, ``avro_schema``: Avro with the Confluent wire format;

@@ -6,6 +6,9 @@ with an empty quote, backslash-escaped (``\\``, CR, LF and the delimiter);
 other values are Go's ``%v`` (ints, shortest-``'g'`` floats, ``true``/``false``);
 NULL is the null string, never quoted. DECIMAL, date/time and JSON are quoted
 strings, ENUM/SET their names, binary base64 or lower-case hex.
+
+Which kind of column is rendered how, and parsed back, is decided in ``csv_kinds``
+(whose rules also give the SQL of the upstream-rendered snapshot, ``csv_sql``).
 """
 
 from __future__ import annotations
@@ -19,12 +22,12 @@ from decimal import Decimal, InvalidOperation
 from operator import call
 from typing import Any
 
-from sparkcdc.codec.csv_kinds import FieldStyle, column_formatter
+from sparkcdc.codec.csv_kinds import ColumnKind, FieldStyle, column_formatter, column_kind
 from sparkcdc.codec.values import to_float32
 from sparkcdc.config.replica import CSVConfig, ReplicaConfig
 from sparkcdc.errors import ConfigError, DecodeError
 from sparkcdc.model.events import Op, RowChange
-from sparkcdc.model.schema import BLOB_TYPES, INT_TYPES, ColumnInfo, TableInfo
+from sparkcdc.model.schema import INT_TYPES, ColumnInfo, TableInfo
 
 HEADER_OPERATION = "ticdc-meta$operation"
 HEADER_TABLE = "ticdc-meta$table"
@@ -442,15 +445,16 @@ class CSVDecoder:
 
             return conv
 
-        if t in INT_TYPES or t in ("year", "bit"):
+        kind = column_kind(col)
+        if kind is ColumnKind.INT or kind is ColumnKind.BIT_YEAR:
             return wrap(int)
-        if t == "float":
+        if kind is ColumnKind.FLOAT:
             return wrap(lambda x: to_float32(float(x)))
-        if t == "double":
+        if kind is ColumnKind.DOUBLE:
             return wrap(float)
-        if t == "decimal":
+        if kind is ColumnKind.DECIMAL:
             return wrap(Decimal)
-        if t in BLOB_TYPES:
+        if kind is ColumnKind.BINARY:
             if self.binary_encoding == "hex":
                 return wrap(bytes.fromhex)
             return wrap(lambda x: base64.b64decode(x, validate=True))

@@ -4,6 +4,7 @@
 one rendering rule of its fields twice over: ``python`` builds the formatter
 ``CSVEncoder`` calls per value, ``sql`` builds the expression that makes the upstream
 write the same text for the snapshot (``csv_sql``), or refuses when it cannot.
+``CSVDecoder`` parses fields back by the same kinds.
 
 Fields (TiCDC's ``pkg/sink/codec/csv``): integers as digits, floats as Go's shortest
 ``%v``, DECIMAL as a quoted fixed-notation string, date/time, text, ENUM/SET names and

@@ -295,6 +295,14 @@ class ReplicaConfig:
             raise ConfigError(f"cannot read config file {str(p)!r}: {exc.strerror}") from exc
         return cls.from_toml(text, str(p))
 
+    @classmethod
+    def from_stored(cls, data: dict[str, Any]) -> ReplicaConfig:
+        """A config stored in the meta database: ``from_dict`` without the unsupported keys.
+
+        Older versions accepted those keys, ignored them and stored every key; a stored changefeed
+        keeps running as it did. What a user submits goes through ``from_dict`` and is refused."""
+        return cls.from_dict(_drop_unsupported(cls, data))
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-able dict with dashed keys (the inverse of ``from_dict``)."""
         return _dump(self)
@@ -314,6 +322,22 @@ def _dump(obj: Any) -> Any:
     if isinstance(obj, list):
         return [_dump(v) for v in obj]
     return obj
+
+
+def _drop_unsupported(cls: type, data: Any) -> Any:
+    if not isinstance(data, dict):
+        return data
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    out: dict[str, Any] = {}
+    for raw_key, value in data.items():
+        f = fields.get(raw_key.replace("-", "_")) if isinstance(raw_key, str) else None
+        if f is not None and "unsupported" in f.metadata:
+            continue
+        if f is not None and dataclasses.is_dataclass(hints[f.name]) and isinstance(value, dict):
+            value = _drop_unsupported(hints[f.name], value)
+        out[raw_key] = value
+    return out
 
 
 def _type_name(t: Any) -> str:

@@ -361,7 +361,7 @@ class Scheduler:
 
     def _begin_start(self, task: _Task, row: ChangefeedInfo) -> None:
         try:
-            config = ReplicaConfig.from_dict(row.config)
+            config = ReplicaConfig.from_stored(row.config)
         except SparkCdcError as exc:
             self._on_error(task, exc)
             return

@@ -232,3 +232,21 @@ def test_the_unsupported_keys_are_declared() -> None:
         "sink.enable-kafka-sink-v2",
         "sink.column-selectors",
     }
+
+
+def test_a_stored_config_of_an_older_version_loads_without_its_unsupported_keys() -> None:
+    # Older versions stored every key, the unsupported ones included; they were ignored then.
+    stored = {
+        "memory-quota": 1073741824,
+        "enable-sync-point": False,
+        "mounter": {"worker-num": 16},
+        "sink": {"encoder-concurrency": 32, "protocol": "csv", "enable-partition-separator": True},
+        "filter": {"rules": ["app.*"], "ignore-txn-start-ts": []},
+    }
+    cfg = ReplicaConfig.from_stored(stored)
+    assert cfg.filter.rules == ["app.*"] and cfg.sink.protocol == "csv"
+    assert ReplicaConfig.from_dict(cfg.to_dict()) == cfg
+    with pytest.raises(ConfigError, match="'memory-quota' is accepted by TiCDC, not supported by sparkcdc"):
+        ReplicaConfig.from_dict(stored)
+    with pytest.raises(ConfigError, match="must be a list"):  # a stored config is still typed
+        ReplicaConfig.from_stored({"filter": {"rules": "app.*"}})

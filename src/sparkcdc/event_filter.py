@@ -35,7 +35,6 @@ from typing import Any
 from sparkcdc.errors import FilterRuleError
 from sparkcdc.filter import TableFilter, compile_re2
 
-ALL = "all"
 ALL_DML = "all dml"
 ALL_DDL = "all ddl"
 ALTER_TABLE = "alter table"
@@ -84,7 +83,7 @@ DDL_KINDS: tuple[str, ...] = (
 ALIASES: dict[str, str] = {"create database": "create schema", "drop database": "drop schema"}
 """Other names TiCDC accepts for a kind."""
 
-EVENT_KINDS: tuple[str, ...] = (ALL, ALL_DML, ALL_DDL, *DML_KINDS.values(), *DDL_KINDS, *ALIASES)
+EVENT_KINDS: tuple[str, ...] = (ALL_DML, ALL_DDL, *DML_KINDS.values(), *DDL_KINDS, *ALIASES)
 """Every value ``ignore-event`` accepts."""
 
 
@@ -101,12 +100,12 @@ class EventRule:
     def ignores_op(self, op: str) -> bool:
         """Whether this rule drops row changes of ``op`` (``I``/``U``/``D``)."""
         ev = self.events
-        return ALL in ev or ALL_DML in ev or DML_KINDS.get(op, "") in ev
+        return ALL_DML in ev or DML_KINDS.get(op, "") in ev
 
     def ignores_ddl(self, kinds: Iterable[str], query: str) -> bool:
         """Whether this rule drops a DDL of these kinds with this statement text."""
         ev = self.events
-        if ALL in ev or ALL_DDL in ev or any(k in ev for k in kinds):
+        if ALL_DDL in ev or any(k in ev for k in kinds):
             return True
         return any(p.search(query) for p in self.sql)
 

@@ -109,7 +109,7 @@ def tidb_type(col: ColumnInfo) -> str:
         return t.upper()
     raise SinkError(
         f"the avro protocol cannot encode column {col.name!r} of type {col.type!r}; "
-        "exclude the column with [[sink.column-selectors]] or use another protocol such as canal-json"
+        "leave the table out with [filter] rules or use another protocol such as canal-json"
     )
 
 
@@ -321,7 +321,7 @@ def record_schema(
         if other != c.name:
             raise SinkError(
                 f"columns {other!r} and {c.name!r} of table {table.schema}.{table.table} both become Avro field "
-                f"{f['name']!r} after name sanitising; rename one of them or exclude it with column-selectors"
+                f"{f['name']!r} after name sanitising; rename one of them or leave the table out with [filter] rules"
             )
     if extension:
         for ext in EXTENSION_FIELDS:

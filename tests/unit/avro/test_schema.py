@@ -238,7 +238,7 @@ def test_extension_name_clash_is_refused() -> None:
 
 def test_unsupported_type_names_column_and_fix() -> None:
     t = TableInfo("d", "t", (ColumnInfo("g", "geometry"),))
-    with pytest.raises(SinkError, match=r"column 'g' of type 'geometry'.*column-selectors"):
+    with pytest.raises(SinkError, match=r"column 'g' of type 'geometry'.*\[filter\] rules"):
         _schemas(t)
 
 

@@ -2,21 +2,25 @@
  * canal-json row messages rendered in C.
  *
  * A Columns object describes the columns of one canal-json "data"/"old" object
- * (built once per table shape and encoder options by codec.canal_json): for each
+ * (built once per table shape by codec.canal_json.native): for each
  * column its kind, its index in the row image, its key ('"name":' in UTF-8), the
  * DECIMAL scale, the column's reference formatter and, for ENUM, the map from
  * element name to token. Values of the Python type the model documents for the
  * column are rendered here; any other value goes through the column's reference
- * formatter, so the text is always the reference encoder's
- * (codec.canal_json.ReferenceCanalJsonEncoder). Strings are escaped like
- * easyjson's jwriter.String (codec.canal_json.json_str): <, >, & and U+2028/2029
+ * formatter, so the text is always the reference's (codec.canal_json.reference).
+ * Strings are escaped like easyjson's jwriter.String
+ * (codec.canal_json.reference.json_str): <, >, & and U+2028/2029
  * as \uXXXX, control bytes as \u00xx in lower case except \t \n \r, a lone
  * surrogate that stands for one undecodable byte (U+DC80..U+DCFF) as one
  * \ufffd, any other lone surrogate as three.
  *
  * Columns.message(prefix, before, middle, img, suffix) returns the whole message
  * as bytes: prefix, the columns of before (when given) and middle, the columns of
- * img, suffix. It returns None when an image is not a tuple of the table's width.
+ * img, suffix. Columns.message_changed(prefix, before, middle, img, suffix) is the
+ * same with only the columns of before whose token differs from img's (canal-json's
+ * only-output-updated-columns). Both return None, "not handled here", when an
+ * image is not a tuple of the table's width: the caller renders that row with the
+ * reference. Any other failure (a formatter's error included) raises.
  */
 
 #define PY_SSIZE_T_CLEAN
@@ -623,6 +627,83 @@ static PyObject *Columns_message(ColumnsObject *self, PyObject *const *args, Py_
     return finish(&b);
 }
 
+/* The value tokens of img's columns, one after another, in b; ends[i] is where column i's ends. */
+static int put_tokens(ColumnsObject *self, Buf *b, PyObject *img, size_t *ends)
+{
+    Py_ssize_t i;
+    for (i = 0; i < self->n; i++) {
+        const RCol *c = &self->cols[i];
+        if (put_value(self, b, c, PyTuple_GET_ITEM(img, c->index)) < 0)
+            return -1;
+        ends[i] = b->len;
+    }
+    return 0;
+}
+
+static PyObject *Columns_message_changed(ColumnsObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    char stack[STACK_BYTES], scratch[STACK_BYTES];
+    Buf b = {stack, 0, sizeof stack, NULL};
+    Buf t = {scratch, 0, sizeof scratch, NULL};
+    PyObject *prefix, *before, *middle, *img, *suffix;
+    size_t *ends;
+    Py_ssize_t i, n = self->n;
+    int first = 1;
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError,
+                        "message_changed(prefix, before, middle, img, suffix) takes 5 arguments");
+        return NULL;
+    }
+    prefix = args[0];
+    before = args[1];
+    middle = args[2];
+    img = args[3];
+    suffix = args[4];
+    if (!image_ok(self, img) || !image_ok(self, before))
+        Py_RETURN_NONE;
+    ends = PyMem_Malloc(2 * (size_t)(n > 0 ? n : 1) * sizeof(size_t));
+    if (ends == NULL)
+        return PyErr_NoMemory();
+    /* before's tokens, then img's (the order the reference formats them in) */
+    if (put_tokens(self, &t, before, ends) < 0 || put_tokens(self, &t, img, ends + n) < 0)
+        goto fail;
+    if (buf_put_str(&b, prefix) < 0)
+        goto fail;
+    for (i = 0; i < n; i++) {
+        size_t o0 = i > 0 ? ends[i - 1] : 0, o1 = ends[i];
+        size_t d0 = i > 0 ? ends[n + i - 1] : ends[n - 1], d1 = ends[n + i];
+        const RCol *c = &self->cols[i];
+        if (o1 - o0 == d1 - d0 && memcmp(t.p + o0, t.p + d0, o1 - o0) == 0)
+            continue;
+        if ((!first && buf_putc(&b, ',') < 0)
+            || buf_put(&b, PyBytes_AS_STRING(c->key), (size_t)PyBytes_GET_SIZE(c->key)) < 0
+            || buf_put(&b, t.p + o0, o1 - o0) < 0)
+            goto fail;
+        first = 0;
+    }
+    if (buf_put_str(&b, middle) < 0)
+        goto fail;
+    for (i = 0; i < n; i++) {
+        size_t d0 = i > 0 ? ends[n + i - 1] : ends[n - 1], d1 = ends[n + i];
+        const RCol *c = &self->cols[i];
+        if ((i > 0 && buf_putc(&b, ',') < 0)
+            || buf_put(&b, PyBytes_AS_STRING(c->key), (size_t)PyBytes_GET_SIZE(c->key)) < 0
+            || buf_put(&b, t.p + d0, d1 - d0) < 0)
+            goto fail;
+    }
+    if (buf_put_str(&b, suffix) < 0)
+        goto fail;
+    PyMem_Free(ends);
+    if (t.heap != NULL)
+        PyMem_Free(t.heap);
+    return finish(&b);
+fail:
+    PyMem_Free(ends);
+    if (t.heap != NULL)
+        PyMem_Free(t.heap);
+    return fail_buf(&b);
+}
+
 static PyObject *Columns_get_width(ColumnsObject *self, void *closure)
 {
     (void)closure;
@@ -635,6 +716,9 @@ static PyMethodDef Columns_methods[] = {
     {"message", (PyCFunction)(void (*)(void))Columns_message, METH_FASTCALL,
      "message(prefix, before, middle, img, suffix) -> bytes | None: prefix, before's columns and middle "
      "(when before is not None), img's columns, suffix; None for a wrong image."},
+    {"message_changed", (PyCFunction)(void (*)(void))Columns_message_changed, METH_FASTCALL,
+     "message_changed(prefix, before, middle, img, suffix) -> bytes | None: message() with only the columns "
+     "of before whose token differs from img's; None for a wrong image."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -1,4 +1,4 @@
-"""canal-json row messages rendered in C (see _canaljson.c and canal_json._native_columns)."""
+"""canal-json row messages rendered in C (see _canaljson.c and canal_json.native)."""
 
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -25,6 +25,9 @@ class Columns:
     def render(self, img: tuple[Any, ...]) -> bytes | None: ...
     def message(
         self, prefix: str, before: tuple[Any, ...] | None, middle: str, img: tuple[Any, ...], suffix: str
+    ) -> bytes | None: ...
+    def message_changed(
+        self, prefix: str, before: tuple[Any, ...], middle: str, img: tuple[Any, ...], suffix: str
     ) -> bytes | None: ...
 
 def json_str(s: str) -> bytes: ...

@@ -418,7 +418,7 @@ def test_encoder_is_picklable_and_reuses_plans() -> None:
 def test_fast_json_str_path_equals_the_full_escape_table() -> None:
     import random
 
-    from sparkcdc.codec.canal_json import _ESCAPES
+    from sparkcdc.codec.canal_json.reference import ESCAPES as _ESCAPES
 
     rng = random.Random(5)
     alphabet = [

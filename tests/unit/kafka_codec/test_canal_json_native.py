@@ -1,10 +1,11 @@
-"""The compiled canal-json row encoder writes exactly the reference encoder's bytes.
+"""The C canal-json row renderer writes exactly the reference's bytes.
 
 Randomized rows over an all-types table (and a few awkward shapes), every
 combination of the row options, INSERT/UPDATE/DELETE and the large-message
 forms: ``CanalJsonEncoder`` and ``ReferenceCanalJsonEncoder`` must return the
-same bytes, or raise the same error. Each test runs with the C renderer
-(``_canaljson``) and with the generated Python code (``SPARKCDC_PURE_PYTHON_ENCODER=1``).
+same bytes, or raise the same error. Each encoder test runs with the C renderer
+(``codec._canaljson``) and with it unset (``native.EXTENSION = None``: the
+fallback, rows by the reference).
 """
 
 from __future__ import annotations
@@ -18,13 +19,15 @@ from typing import Any
 
 import pytest
 
-from sparkcdc.codec import canal_json
 from sparkcdc.codec.canal_json import (
     CanalJsonEncoder,
     ReferenceCanalJsonEncoder,
     decode_canal_json,
     json_str,
 )
+from sparkcdc.codec.canal_json import native as binding
+from sparkcdc.codec.canal_json.native import NativeRows, native_columns
+from sparkcdc.codec.canal_json.reference import TableLayout
 from sparkcdc.codec.values import to_float32
 from sparkcdc.model import ColumnInfo, IndexInfo, RowChange, TableInfo
 
@@ -280,24 +283,22 @@ def _now() -> int:
     return NOW
 
 
-@pytest.fixture(params=["native", "python"])
+@pytest.fixture(params=["native", "fallback"])
 def path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Which row renderer ``CanalJsonEncoder`` uses: the C extension or the generated Python code."""
+    """Which row renderer ``CanalJsonEncoder`` uses: the C extension, or the reference as when it is not built."""
     if request.param == "native":
-        if canal_json._native is None:
+        if binding.EXTENSION is None:
             pytest.skip("the C canal-json renderer is not built")
-        monkeypatch.delenv(canal_json.PURE_PYTHON_ENV, raising=False)
     else:
-        monkeypatch.setenv(canal_json.PURE_PYTHON_ENV, "1")
+        monkeypatch.setattr(binding, "EXTENSION", None)
     return str(request.param)
 
 
 def _check_path(new: CanalJsonEncoder, path: str) -> None:
-    """Every compiled table of ``new`` uses the renderer the test asked for."""
-    assert new._compiled
-    for comp in new._compiled.values():
-        want = comp.encode_native if path == "native" else comp.encode_python
-        assert comp.encode == want
+    """Every table of ``new`` uses the renderer the test asked for."""
+    assert new._tables
+    for rows in new._tables.values():
+        assert (rows.native is not None) == (path == "native")
 
 
 OPTION_SETS = [
@@ -328,7 +329,7 @@ def _outcome(fn: Any, *args: Any) -> tuple[str, Any]:
 
 
 @pytest.mark.parametrize("opts", OPTION_SETS, ids=lambda o: "-".join(k for k, v in o.items() if v) or "plain")
-def test_compiled_rows_are_byte_identical_to_the_reference(opts: dict[str, bool], path: str) -> None:
+def test_rows_are_byte_identical_to_the_reference(opts: dict[str, bool], path: str) -> None:
     rnd = random.Random(hash(tuple(opts.values())) & 0xFFFF)
     ref, new = _encoders(opts)
     checked = errors = 0
@@ -351,7 +352,7 @@ def test_compiled_rows_are_byte_identical_to_the_reference(opts: dict[str, bool]
     assert 0 < errors < checked // 4
 
 
-def test_compiled_encoder_handles_odd_images_like_the_reference(path: str) -> None:
+def test_odd_images_are_handled_like_the_reference(path: str) -> None:
     ref, new = _encoders(
         {"ext": True, "only_updated": False, "content_compatible": False, "delete_handle_only": False}
     )
@@ -371,7 +372,7 @@ def test_compiled_encoder_handles_odd_images_like_the_reference(path: str) -> No
     _check_path(new, path)
 
 
-def test_compiled_output_is_the_canal_json_the_decoder_reads(path: str) -> None:
+def test_output_is_the_canal_json_the_decoder_reads(path: str) -> None:
     _, new = _encoders(
         {"ext": True, "only_updated": True, "content_compatible": False, "delete_handle_only": False}
     )
@@ -392,14 +393,14 @@ def test_compiled_output_is_the_canal_json_the_decoder_reads(path: str) -> None:
     assert msg.commit_ts == BASE_TS
 
 
-def test_a_pickled_encoder_recompiles(path: str) -> None:
+def test_a_pickled_encoder_rebuilds_its_tables(path: str) -> None:
     ref, new = _encoders(
         {"ext": True, "only_updated": False, "content_compatible": True, "delete_handle_only": True}
     )
     rows = _rows(ALL_TYPES, random.Random(5), 50)
     new.encode_row(rows[0], ALL_TYPES)
     copy = pickle.loads(pickle.dumps(new))
-    assert copy._compiled == {}
+    assert copy._tables == {}
     for row in rows:
         assert _outcome(copy.encode_row, row, ALL_TYPES) == _outcome(ref.encode_row, row, ALL_TYPES)
 
@@ -408,9 +409,9 @@ def test_a_pickled_encoder_recompiles(path: str) -> None:
 
 
 def _native() -> Any:
-    if canal_json._native is None:
+    if binding.EXTENSION is None:
         pytest.skip("the C canal-json renderer is not built")
-    return canal_json._native
+    return binding.EXTENSION
 
 
 def test_native_string_escaping_is_json_str() -> None:
@@ -439,8 +440,8 @@ def test_native_bytes_escaping_is_latin1_json_str() -> None:
 def test_native_columns_render_like_the_reference_formatters() -> None:
     """``Columns.render`` of an all-types image: the reference's '"key":token' pieces, joined."""
     native = _native()
-    plan = canal_json._TablePlan(ALL_TYPES, "db", "all_types", False)
-    columns = canal_json._native_columns(plan.cols, ALL_TYPES)
+    plan = TableLayout(ALL_TYPES, "db", "all_types", False)
+    columns = native_columns(plan.cols, ALL_TYPES)
     assert columns.width == len(ALL_TYPES.columns)
     rnd = random.Random(13)
     for _ in range(500):
@@ -462,7 +463,7 @@ def test_native_columns_render_like_the_reference_formatters() -> None:
 def test_native_columns_integers_of_any_width() -> None:
     native = _native()
     col = ColumnInfo("n", "bigint")
-    plan = canal_json._TablePlan(TableInfo(schema="d", table="t", columns=(col,)), "d", "t", False)
+    plan = TableLayout(TableInfo(schema="d", table="t", columns=(col,)), "d", "t", False)
     columns = native.Columns(1, [(native.R_INT, 0, b'"n":', -1, plan.cols[0].fmt, None)], Decimal)
     for v in (
         0,
@@ -508,3 +509,84 @@ def test_native_columns_refuse_bad_specs() -> None:
         columns.render((1,))  # a formatter must return str
     with pytest.raises(TypeError):
         columns.message("p", None, "m", (1,))  # type: ignore[call-arg]
+
+
+def test_native_message_changed_lists_only_the_changed_columns() -> None:
+    native = _native()
+
+    def fmt(v: Any) -> str:
+        return json_str(str(v))
+
+    columns = native.Columns(
+        3,
+        [
+            (native.R_INT, 0, b'"a":', -1, fmt, None),
+            (native.R_STR, 1, b'"b":', -1, fmt, None),
+            (native.R_OTHER, 2, b'"c":', -1, fmt, None),
+        ],
+        Decimal,
+    )
+    assert columns.message_changed("P[{", (1, "x", 3), '}],"data":[{', (1, "y", 4), "}]}") == (
+        b'P[{"b":"x","c":"3"}],"data":[{"a":"1","b":"y","c":"4"}]}'
+    )
+    assert columns.message_changed("P[{", (1, "x", None), "|", (1, "x", None), "") == (
+        b'P[{|"a":"1","b":"x","c":null'
+    )
+    # a token that grew past the scratch buffer on the stack
+    long = "<" * 5000
+    assert columns.message_changed("", (1, long, 3), "|", (1, long + "!", 3), "") == (
+        b'"b":' + json_str(long).encode() + b'|"a":"1","b":' + json_str(long + "!").encode() + b',"c":"3"'
+    )
+    # not handled here: an image that is not a tuple of the table's width
+    assert columns.message_changed("P", (1, "x"), "M", (1, "x", 3), "S") is None
+    assert columns.message_changed("P", (1, "x", 3), "M", [1, "x", 3], "S") is None  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        columns.message_changed("P", (1, "x", 3), "M", (1, "x", 3))  # type: ignore[call-arg]
+
+
+def test_native_rows_answer_none_for_images_they_do_not_take() -> None:
+    _native()
+    layout = TableLayout(NO_KEY, "db", "no_key", False)
+    rows = binding.native_rows(layout)
+    assert rows is not None
+    img = (1, "b", b"c")
+    assert rows.all.message("h", None, "", img, "t") == b'h"a":"1","b":"b","c":"c"t'
+    assert rows.handle.message("h", None, "", img, "t") == b"ht"  # no handle key
+    assert rows.all.message("h", None, "", img[:2], "t") is None
+    assert rows.all.message("h", None, "", list(img), "t") is None  # type: ignore[arg-type]
+    assert rows.all.message("h", img[:2], "m", img, "t") is None
+    assert rows.all.message_changed("h", img[:2], "m", img, "t") is None
+    assert rows.all.message_changed("h", img, "m", (*img, 1), "t") is None
+
+
+def test_a_failure_in_the_native_path_raises() -> None:
+    """No fallback on errors: what the C renderer raises reaches the caller."""
+    native = _native()
+    enc = CanalJsonEncoder(None, True, now_ms=_now)
+    row = RowChange("I", "db", "no_key", 0, BASE_TS, None, (1, "b", b"c"))
+    enc.encode_row(row, NO_KEY)
+    (rows,) = enc._tables.values()
+
+    def broken(v: Any) -> str:
+        raise RuntimeError("renderer bug")
+
+    spec = [
+        (native.R_OTHER, i, f'"{c.name}":'.encode(), -1, broken, None) for i, c in enumerate(NO_KEY.columns)
+    ]
+    bad = native.Columns(len(NO_KEY.columns), spec, Decimal)
+    rows.native = NativeRows(bad, bad)
+    with pytest.raises(RuntimeError, match="renderer bug"):
+        enc.encode_row(row, NO_KEY)
+    with pytest.raises(RuntimeError, match="renderer bug"):
+        enc.row_encoder(row, NO_KEY)(row)
+
+
+def test_without_the_extension_rows_take_the_reference(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(binding, "EXTENSION", None)
+    assert binding.native_rows(TableLayout(NO_KEY, "db", "no_key", False)) is None
+    ref, new = _encoders(
+        {"ext": True, "only_updated": True, "content_compatible": False, "delete_handle_only": False}
+    )
+    for row in _rows(NO_KEY, random.Random(21), 200):
+        assert _outcome(new.encode_row, row, NO_KEY) == _outcome(ref.encode_row, row, NO_KEY), row
+    _check_path(new, "fallback")

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything sparkcdc needs on Debian 12 (run as root): MariaDB,
-# PostgreSQL 15 (meta DB tests), Java 17 (Spark), and a .venv with the package.
+# PostgreSQL 15 (meta DB tests), Java 17 (Spark), Chromium and its driver (the dashboard's
+# browser test), and a .venv with the package.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -13,6 +14,9 @@ command -v mariadbd >/dev/null 2>&1 || [ -x /usr/sbin/mariadbd ] || need_apt+=(m
 command -v mariadb-binlog >/dev/null 2>&1 || need_apt+=(mariadb-client)
 command -v java >/dev/null 2>&1 || need_apt+=(openjdk-17-jre-headless)
 [ -x /usr/lib/postgresql/15/bin/initdb ] || need_apt+=(postgresql-15)
+# The dashboard test drives a headless browser through selenium and the distribution's driver.
+command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
+[ -x /usr/bin/chromedriver ] || need_apt+=(chromium-driver)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "setup: apt-get install ${need_apt[*]}"
   export DEBIAN_FRONTEND=noninteractive

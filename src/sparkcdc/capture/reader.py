@@ -35,6 +35,9 @@ class TableShapes:
         self._cache: dict[tuple[str, str, tuple[str, ...], tuple[int, ...]], TableInfo] = {}
         self.last: dict[tuple[str, str], TableInfo] = {}
         """The shape most recently resolved per table (the one its current rows use)."""
+        self.mismatch_expected = False
+        """Set while reading rows older than the tracked shapes (a schema history bootstrapped later
+        than them): their table maps may list other columns, which is no reason to warn."""
 
     def resolve(self, tm: TableMap) -> TableInfo:
         """The shape of the rows of this table map."""
@@ -48,7 +51,8 @@ class TableShapes:
             info = tracked
         else:
             if tracked is not None:
-                log.warning(
+                log.log(
+                    logging.DEBUG if self.mismatch_expected else logging.WARNING,
                     "table %s.%s: binlog columns %s differ from the tracked shape %s; decoding with the binlog's",
                     tm.schema,
                     tm.table,
@@ -85,7 +89,10 @@ class RowReader:
         time_zone: str = "UTC",
         heartbeat_s: float = 1.0,
         blocking: bool = True,
+        shapes_from: tuple[int, int] | None = None,
     ) -> None:
+        """``shapes_from``: the binlog position (``Offset.key()``) the tracked shapes describe the
+        tables from; transactions starting before it may have other columns (see ``TableShapes``)."""
         self.upstream = upstream
         self.start = start
         self.end = end
@@ -96,6 +103,9 @@ class RowReader:
         self.blocking = blocking
         self.stats = ReadStats()
         self.position = start
+        self.shapes_from = shapes_from
+        self.last_rows_bytes = 0
+        """The size of the ROWS event the last yielded list of row changes was decoded from."""
         self._decoders: dict[int, tuple[TableMap, RowDecoder | None, TableInfo | None]] = {}
 
     def _decoder(self, tm: TableMap) -> tuple[TableMap, RowDecoder | None, TableInfo | None]:
@@ -149,6 +159,7 @@ class RowReader:
                     seq += len(rows)
                     self.stats.rows += 1 if seq else 0
                     if rows:
+                        self.last_rows_bytes = len(item.body)
                         yield rows
                 elif isinstance(item, TableMapItem):
                     tm = item.tm
@@ -168,6 +179,8 @@ class RowReader:
                     seq = 0
                     pos = BinlogPosition(item.start.file, item.start.pos, item.gtid)
                     by_id = {}
+                    if self.shapes_from is not None:
+                        self.shapes.mismatch_expected = item.start.key() < self.shapes_from
                 elif isinstance(item, End):
                     self.stats.txns += 1
                     self.stats.bytes += item.nbytes

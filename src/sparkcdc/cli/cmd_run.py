@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import re
 import signal
 import sys
 import time
 import uuid
+from typing import TYPE_CHECKING, Any
 
+from sparkcdc.cli.logs import LOG_FORMATS
 from sparkcdc.config.replica import ReplicaConfig
 from sparkcdc.errors import (
     MAX_UNCLASSIFIED_RETRIES,
@@ -19,7 +22,11 @@ from sparkcdc.errors import (
     map_spark_error,
     retry_verdict,
 )
-from sparkcdc.model.ts import physical_ms
+
+if TYPE_CHECKING:
+    from sparkcdc.pipeline.changefeed import ChangefeedSpec
+
+log = logging.getLogger("sparkcdc.run")
 
 ID_RULE = re.compile(r"^[a-zA-Z0-9]+(\-[a-zA-Z0-9]+)*$")
 
@@ -56,10 +63,21 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--trigger-interval", default="200 milliseconds", help="Spark micro-batch trigger interval"
     )
     p.add_argument("--no-progress", action="store_true", help="do not print the live progress line")
+    p.add_argument(
+        "--metrics-listen",
+        metavar="HOST:PORT",
+        help="serve Prometheus metrics at http://HOST:PORT/metrics while the changefeed runs",
+    )
+    p.add_argument(
+        "--log-format",
+        choices=LOG_FORMATS,
+        default=argparse.SUPPRESS,
+        help="log lines as text (default) or one JSON object each",
+    )
     p.set_defaults(func=run)
 
 
-def build_spec(args: argparse.Namespace) -> object:
+def build_spec(args: argparse.Namespace) -> ChangefeedSpec:
     """Validate every input before anything starts."""
     from sparkcdc.pipeline.changefeed import ChangefeedSpec
 
@@ -100,51 +118,96 @@ def build_spec(args: argparse.Namespace) -> object:
     )
 
 
+def serve_metrics(listen: str) -> Any:
+    """Serve a fresh metrics registry at ``http://listen/metrics``; returns its ``ChangefeedMetrics``."""
+    from prometheus_client import start_http_server
+
+    from sparkcdc.metrics import ChangefeedMetrics
+    from sparkcdc.server.main import parse_listen
+
+    try:
+        host, port = parse_listen(listen)
+    except ConfigError as err:
+        raise ConfigError(err.message.replace("--listen", "--metrics-listen")) from None
+    metrics = ChangefeedMetrics()
+    try:
+        start_http_server(port, addr=host, registry=metrics.registry)
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot serve metrics on --metrics-listen {listen}: {exc.strerror or exc}"
+        ) from exc
+    return metrics
+
+
+class _Run:
+    """One ``sparkcdc run``: its output (messages, progress, metrics) and its restarts."""
+
+    def __init__(self, args: argparse.Namespace, changefeed_id: str) -> None:
+        from sparkcdc.cli.progress import ProgressDisplay
+
+        self.args = args
+        self.cid = changefeed_id
+        self.json_logs = getattr(args, "log_format", "text") == "json"
+        self.metrics: Any = None
+        self.display = None if args.no_progress else ProgressDisplay(changefeed_id, json_logs=self.json_logs)
+        self.backoff = 1.0
+        self.unclassified = 0
+        """Restarts in a row, without progress, after errors sparkcdc does not recognise."""
+
+    def say(self, message: str) -> None:
+        """A lifecycle message: a log record in JSON mode, else a line on stderr (below the progress)."""
+        if self.display is not None:
+            self.display.stop()
+        if self.json_logs:
+            log.info("%s", message, extra={"changefeed": self.cid})
+        else:
+            print(message, file=sys.stderr, flush=True)
+
+    def show(self, p: Any) -> None:
+        """A progress report of the changefeed."""
+        if self.metrics is not None:
+            self.metrics.observe("default", self.cid, p)
+        if self.display is not None:
+            self.display.update(p)
+
+    def retry_later(self, err: SparkCdcError) -> None:
+        """Raise the error the changefeed fails with, or wait the backoff before it restarts."""
+        verdict = retry_verdict(err, self.unclassified)
+        if self.metrics is not None:
+            self.metrics.record_error("default", self.cid, err.code, retried=verdict is None)
+        if verdict is err:
+            raise err
+        if verdict is not None:
+            raise verdict from err
+        count = ""
+        if isinstance(err, UnclassifiedError):
+            self.unclassified += 1
+            count = f" ({self.unclassified} of {MAX_UNCLASSIFIED_RETRIES} retries for an unrecognised error)"
+        self.say(f"warning: [{err.code}] {err.message}; retrying in {self.backoff:.0f}s{count}")
+        time.sleep(self.backoff)
+        self.backoff = min(self.backoff * 2, 60.0)
+
+
 def run(args: argparse.Namespace) -> int:
     """Run until Ctrl-C, or until the checkpoint reaches --target-ts."""
     from sparkcdc.capture.upstream import UpstreamConfig, check_upstream
     from sparkcdc.cli.cmd_server import parse_spark_conf
-    from sparkcdc.pipeline.changefeed import Progress, start_changefeed
+    from sparkcdc.pipeline.changefeed import start_changefeed
     from sparkcdc.pipeline.spark import get_spark
     from sparkcdc.pipeline.state import StateDir
 
     spec = build_spec(args)
+    cid = spec.changefeed_id
     state = StateDir.parse(args.data_dir)
     # Reach the upstream (address, credentials, binlog settings), then the data dir (a file,
     # unwritable, no bucket, no credentials), before Spark starts.
     check_upstream(UpstreamConfig.from_uri(args.upstream_uri))
     state.check()
-    tty = sys.stderr.isatty()
-    last_print = [0.0]
-
-    def show(p: Progress) -> None:
-        if args.no_progress:
-            return
-        now = time.monotonic()
-        if now - last_print[0] < 1.0:
-            return
-        last_print[0] = now
-        if p.snapshot_phase and p.snapshot_phase != "done":
-            eta = f", ETA {p.snapshot_eta_s:.0f}s" if p.snapshot_eta_s is not None else ""
-            line = (
-                f"changefeed {spec.changefeed_id}: snapshot {p.snapshot_phase}: {p.snapshot_rows} rows copied, "  # type: ignore[attr-defined]
-                f"ranges {p.snapshot_ranges_done}/{p.snapshot_ranges_total}{eta}"
-            )
-            print(
-                ("\r" + line + "\x1b[K") if tty else line,
-                file=sys.stderr,
-                end="" if tty else "\n",
-                flush=True,
-            )
-            return
-        line = (
-            f"changefeed {spec.changefeed_id}: checkpoint-ts {p.checkpoint_ts} "  # type: ignore[attr-defined]
-            f"({time.strftime('%H:%M:%S', time.gmtime(physical_ms(p.checkpoint_ts) / 1000))} UTC) "
-            f"rows {p.rows_total} ({p.rows_per_sec:,.0f} rows/s) lag {p.lag_s:.1f}s"
-            f"{' caught up' if p.caught_up else ''}"
-        )
-        print(("\r" + line + "\x1b[K") if tty else line, file=sys.stderr, end="" if tty else "\n", flush=True)
-
+    out = _Run(args, cid)
+    if args.metrics_listen:
+        out.metrics = serve_metrics(args.metrics_listen)
+        out.metrics.set_state("default", cid, "normal")
+        out.say(f"metrics of changefeed {cid} at http://{args.metrics_listen}/metrics")
     terminated: list[int] = []
 
     def on_term(signum: int, _frame: object) -> None:
@@ -155,65 +218,46 @@ def run(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGTERM, on_term)
     spark = get_spark(args.master, conf=parse_spark_conf(args.spark_conf))
-    backoff = 1.0
     started_once = False
-    unclassified = 0  # restarts in a row, without progress, after errors sparkcdc does not recognise
-
-    def retry_later(err: SparkCdcError, lead: str = "") -> None:
-        """Raise the error the changefeed fails with, or wait the backoff before it restarts."""
-        nonlocal backoff, unclassified
-        verdict = retry_verdict(err, unclassified)
-        if verdict is err:
-            raise err
-        if verdict is not None:
-            raise verdict from err
-        count = ""
-        if isinstance(err, UnclassifiedError):
-            unclassified += 1
-            count = f" ({unclassified} of {MAX_UNCLASSIFIED_RETRIES} retries for an unrecognised error)"
-        print(
-            f"{lead}warning: [{err.code}] {err.message}; retrying in {backoff:.0f}s{count}", file=sys.stderr
-        )
-        time.sleep(backoff)
-        backoff = min(backoff * 2, 60.0)
-
-    while True:
-        try:
-            running = start_changefeed(spark, spec, show)  # type: ignore[arg-type]
-        except Exception as exc:
-            # Spark jobs run while starting (the initial snapshot): their failure carries the error.
-            err = map_spark_error(exc)
-            if not started_once:
-                # At the first start a fault is reported at once: nothing hangs on a bad setup.
-                if err is exc or isinstance(err, UnclassifiedError):
-                    raise  # as it is (an unexpected failure keeps its traceback)
-                raise err from exc
-            retry_later(err)
-            continue
-        started_once = True
-        cid = spec.changefeed_id  # type: ignore[attr-defined]
-        print(f"changefeed {cid} started; data dir {state.child(cid).display}", file=sys.stderr)
-        try:
-            while True:
-                if running.wait(timeout=1.0):
-                    p = running.progress()
-                    print(
-                        f"\nchangefeed {spec.changefeed_id} reached target-ts {args.target_ts} "  # type: ignore[attr-defined]
-                        f"(checkpoint-ts {p.checkpoint_ts}, {p.rows_total} rows)",
-                        file=sys.stderr,
-                    )
-                    return 0
-                if not running.is_active():
-                    break
-        except KeyboardInterrupt:
-            print("\nstopping...", file=sys.stderr)
-            return 128 + terminated[0] if terminated else 130
-        finally:
-            running.stop()
-        failure = running.exception()
-        if failure is None:
-            return 1
-        if running.batches:
-            unclassified = 0  # it made progress: the earlier failures are over
-        # A passing fault (upstream restart, sink down) resumes from the checkpoint after a pause.
-        retry_later(failure, lead="\n")
+    try:
+        while True:
+            try:
+                running = start_changefeed(spark, spec, out.show)
+            except Exception as exc:
+                # Spark jobs run while starting (the initial snapshot): their failure carries the error.
+                err = map_spark_error(exc)
+                if not started_once:
+                    # At the first start a fault is reported at once: nothing hangs on a bad setup.
+                    if err is exc or isinstance(err, UnclassifiedError):
+                        raise  # as it is (an unexpected failure keeps its traceback)
+                    raise err from exc
+                out.retry_later(err)
+                continue
+            started_once = True
+            out.say(f"changefeed {cid} started; data dir {state.child(cid).display}")
+            try:
+                while True:
+                    if running.wait(timeout=1.0):
+                        p = running.progress()
+                        out.say(
+                            f"changefeed {cid} reached target-ts {args.target_ts} "
+                            f"(checkpoint-ts {p.checkpoint_ts}, {p.rows_total} rows)"
+                        )
+                        return 0
+                    if not running.is_active():
+                        break
+            except KeyboardInterrupt:
+                out.say("stopping...")
+                return 128 + terminated[0] if terminated else 130
+            finally:
+                running.stop()
+            failure = running.exception()
+            if failure is None:
+                return 1
+            if running.batches:
+                out.unclassified = 0  # it made progress: the earlier failures are over
+            # A passing fault (upstream restart, sink down) resumes from the checkpoint after a pause.
+            out.retry_later(failure)
+    finally:
+        if out.display is not None:
+            out.display.stop()

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import logging
 import pkgutil
 import sys
 from collections.abc import Sequence
 
 import sparkcdc.cli as cli_pkg
 from sparkcdc import __version__
+from sparkcdc.cli.logs import LOG_FORMATS, configure
 from sparkcdc.errors import SparkCdcError
 
 
@@ -27,6 +27,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="sparkcdc", description="Change data capture on Apache Spark")
     parser.add_argument("--version", action="version", version=f"sparkcdc {__version__}")
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    parser.add_argument(
+        "--log-format", default="text", choices=LOG_FORMATS, help="log lines as text or one JSON object each"
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     discover(sub, "cmd_")
@@ -37,13 +40,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the process exit code."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=getattr(logging, args.log_level.upper()),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
-    for noisy in ("py4j", "pyspark", "urllib3", "botocore", "s3fs", "aiobotocore"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
+    configure(args.log_level, args.log_format)
     try:
         rc = args.func(args)
     except SparkCdcError as err:

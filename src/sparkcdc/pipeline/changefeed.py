@@ -79,6 +79,9 @@ class Progress:
     snapshot_ranges_done: int = 0
     snapshot_ranges_total: int = 0
     snapshot_eta_s: float | None = None
+    snapshot_rows_estimated: int = 0
+    batch: BatchResult | None = None
+    """The batch just committed, in the one report that follows its commit (None in the others)."""
 
 
 class RunningChangefeed:
@@ -139,7 +142,7 @@ class RunningChangefeed:
         target = self.spec.target_ts
         if target is not None and self.checkpoint_ts >= target:
             self._finished.set()
-        self._report()
+        self._report(res)
 
     def progress(self) -> Progress:
         """Current figures."""
@@ -160,10 +163,12 @@ class RunningChangefeed:
                 self._caught_up,
             )
 
-    def _report(self) -> None:
+    def _report(self, batch: BatchResult | None = None) -> None:
         if self.on_progress is not None:
             try:
-                self.on_progress(self.progress())
+                p = self.progress()
+                p.batch = batch
+                self.on_progress(p)
             except Exception:  # a progress callback must not break the data path
                 log.exception("progress callback failed")
 

@@ -45,6 +45,8 @@ class BinlogPartition(InputPartition):
     """How many segments the batch has."""
     event_filters: list[dict[str, Any]] = field(default_factory=list)
     """``[[filter.event-filters]]`` (``event_filter.rule_specs``): row changes they drop are never yielded."""
+    shapes_from: list[int] | None = None
+    """``Offset.key()`` of where the schema history was bootstrapped: older rows may have other columns."""
 
     def __post_init__(self) -> None:
         InputPartition.__init__(self, None)
@@ -67,9 +69,12 @@ def iter_segment(partition: BinlogPartition) -> Iterator[tuple[RowChange, TableI
 
 
 def iter_segment_batches(
-    partition: BinlogPartition,
+    partition: BinlogPartition, tally: dict[tuple[str, str, str], list[int]] | None = None
 ) -> Iterator[tuple[list[RowChange], TableInfo | None, bool]]:
-    """``iter_segment`` by ROWS event: the rows of one table and one transaction share the shape."""
+    """``iter_segment`` by ROWS event: the rows of one table and one transaction share the shape.
+
+    ``tally``: (schema, table, op) → [row changes, binlog bytes] of what is yielded, added up.
+    """
     from sparkcdc.capture.offset import Offset
     from sparkcdc.capture.reader import RowReader, TableShapes
     from sparkcdc.capture.upstream import UpstreamConfig
@@ -90,6 +95,7 @@ def iter_segment_batches(
         shapes=shapes,
         match=flt.match,
         time_zone=partition.time_zone,
+        shapes_from=(partition.shapes_from[0], partition.shapes_from[1]) if partition.shapes_from else None,
     )
     last = shapes.last
     # Event filters drop row changes here, before any sink sees them (one ROWS event: one table, one op).
@@ -100,6 +106,10 @@ def iter_segment_batches(
         first = ev[0]
         if events and events.ignore_row(first.schema, first.table, first.op):
             continue
+        if tally is not None:
+            counts = tally.setdefault((first.schema, first.table, first.op), [0, 0])
+            counts[0] += len(ev)
+            counts[1] += reader.last_rows_bytes
         key = (first.schema, first.table)
         info = last.get(key)
         yield ev, info, info is None or info is infos.get(key)
@@ -146,9 +156,18 @@ class BinlogStreamReader(DataSourceStreamReader):
                 i,
                 len(plan.segments),
                 self.spec.event_filters,
+                self._shapes_from(),
             )
             for i, seg in enumerate(plan.segments)
         ]
+
+    def _shapes_from(self) -> list[int] | None:
+        bp = self.spec.bootstrap_pos
+        if not bp:
+            return None
+        from sparkcdc.capture.offset import file_seq
+
+        return [file_seq(str(bp[0])), int(bp[1])]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         """Executor: decode the segment's rows into Arrow batches (or yield the segment itself)."""

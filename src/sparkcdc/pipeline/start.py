@@ -7,12 +7,15 @@ the upstream side (from a start-ts, ``file:pos``, GTID or the head to an ``Offse
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
-from sparkcdc.capture.offset import Offset
+from sparkcdc.capture.offset import Offset, file_seq
 from sparkcdc.capture.start import master_status, resolve_start_offset
 from sparkcdc.capture.upstream import UpstreamConfig
 from sparkcdc.pipeline.state import StateDir, open_history_store, split_location
+
+log = logging.getLogger(__name__)
 
 
 def resolve_start(
@@ -70,4 +73,15 @@ def bootstrap_history(
         conn.close()
     history.bootstrap(catalog, start.ts)
     folder.write_json(marker, {"ts": ts, "file": file, "pos": pos})
+    if start.key() < (file_seq(file), int(pos)):
+        log.info(
+            "starting in the past (binlog %s:%d), before the binlog head %s:%d: the schema history starts "
+            "from the upstream's current table definitions, DDLs before the head are passed on without "
+            "being applied again, and rows written before such a DDL are decoded with the columns of "
+            "their binlog table maps",
+            start.file,
+            start.pos,
+            file,
+            pos,
+        )
     return ts, [file, pos]

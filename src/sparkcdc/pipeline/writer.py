@@ -7,7 +7,7 @@ import logging
 import pickle
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import fsspec
@@ -17,6 +17,9 @@ from sparkcdc.pipeline.plan import ddls_of, offset_of
 from sparkcdc.sink.base import PartitionWriter, Sink, WriterContext, table_route
 
 log = logging.getLogger(__name__)
+
+RowTally = dict[tuple[str, str, str], list[int]]
+"""(schema, table, op) → [row changes, bytes] of one writer task or one batch."""
 
 
 def read_batch_offset(checkpoint_dir: str, batch_id: int) -> dict[str, Any]:
@@ -37,6 +40,16 @@ class BatchResult:
     rows: int
     ddls: int
     seconds: float
+    tables: RowTally = field(default_factory=dict)
+    """Row changes and bytes by (schema, table, op): the binlog bytes of their row events (row sinks:
+    the size of their decoded images as shipped between Spark tasks)."""
+    sink_seconds: float = 0.0
+    """Time in the sink: its slowest writer task's write calls plus the commit (or the DDL)."""
+
+
+def _tally_key(key: str) -> tuple[str, str, str]:
+    schema, table, op = key.split("\x00")
+    return schema, table, op
 
 
 def _has_custom_route(sink: Sink) -> bool:
@@ -127,6 +140,9 @@ class RouteWriters:
         self.n_routes = max(1, sink.num_writers)
         self.table_routes: dict[tuple[str, str], int] = {}
         self.ctx_tables: dict[tuple[str, str, int], TableInfo] = {}
+        self.tally: RowTally = {}
+        """Rows and bytes by table and op, filled by whoever feeds the writers (they see the sizes)."""
+        self.sink_seconds = 0.0
 
     def route(self, row: RowChange, info: TableInfo) -> int:
         """The row's route group (looked up once per table unless the sink routes by row)."""
@@ -156,11 +172,13 @@ class RouteWriters:
 
     def write(self, row: RowChange, info: TableInfo, r: int) -> None:
         """Write one row to route group ``r``."""
+        t0 = time.perf_counter()
         w = self.writers.get(r)
         if w is None:
             w = self._open(r)
         w.write(row, info)
         self.counts[r] += 1
+        self.sink_seconds += time.perf_counter() - t0
 
     def write_rows(self, rows: list[RowChange], info: TableInfo) -> None:
         """Write consecutive row changes of one table in one transaction, each to its route group."""
@@ -168,19 +186,33 @@ class RouteWriters:
             for row in rows:
                 self.write(row, info, self.sink.route(row, info))
             return
+        t0 = time.perf_counter()
         r = self.route(rows[0], info)
         w = self.writers.get(r)
         if w is None:
             w = self._open(r)
         w.write_rows(rows, info)
         self.counts[r] += len(rows)
+        self.sink_seconds += time.perf_counter() - t0
 
     def close(self) -> list[str]:
-        """Close every writer: the commit messages (JSON)."""
-        return [
-            json.dumps({"route": r, "segment": self.segment, "rows": self.counts[r], "sink": w.close()})
-            for r, w in self.writers.items()
-        ]
+        """Close every writer: the commit messages (JSON); the first also carries the task's figures."""
+        t0 = time.perf_counter()
+        closed = [(r, w.close()) for r, w in self.writers.items()]
+        self.sink_seconds += time.perf_counter() - t0
+        out = []
+        for i, (r, sink_msg) in enumerate(closed):
+            msg: dict[str, Any] = {
+                "route": r,
+                "segment": self.segment,
+                "rows": self.counts[r],
+                "sink": sink_msg,
+            }
+            if i == 0:
+                msg["tally"] = {"\x00".join(k): v for k, v in self.tally.items()}
+                msg["sink_s"] = self.sink_seconds
+            out.append(json.dumps(msg))
+        return out
 
     def abort(self) -> None:
         """Abort every writer (the task failed)."""
@@ -201,13 +233,20 @@ def make_writer(
 
         out = RouteWriters(sink, tables, changefeed_id, batch_id)
         infos: dict[Any, TableInfo] = {}
+        tally = out.tally
         try:
             for rb in batches:
                 cols = rb.to_pydict()
                 routes = cols.get("route")
+                payloads = cols["payload"]
                 for i in range(rb.num_rows):
                     row, info = _row_at(cols, i, tables, infos)
                     out.write(row, info, routes[i] if routes is not None else out.route(row, info))
+                    t = tally.get((row.schema, row.table, row.op))
+                    if t is None:
+                        t = tally[(row.schema, row.table, row.op)] = [0, 0]
+                    t[0] += 1
+                    t[1] += len(payloads[i])
             msgs = out.close()
         except BaseException:
             out.abort()
@@ -239,7 +278,7 @@ def make_segment_writer(
                 out = RouteWriters(sink, tables, changefeed_id, batch_id, part.index, part.count)
                 fallback: dict[tuple[str, str], TableInfo] = {}
                 try:
-                    for rows, info, _own in iter_segment_batches(part):
+                    for rows, info, _own in iter_segment_batches(part, out.tally):
                         if info is None:
                             key = (rows[0].schema, rows[0].table)
                             info = fallback.get(key)
@@ -286,17 +325,25 @@ class BatchWriter:
         end_off = offset_of(end)
         ddls = ddls_of(end)
         if ddls is not None:
+            t_sink = time.monotonic()
             for d in ddls:
                 log.info("applying DDL at %d: %s", d.commit_ts, d.query)
                 self.sink.apply_ddl(d)
             self.sink.commit(batch_id, [], end_off.ts)
-            self.on_commit(BatchResult(batch_id, end_off.ts, end, 0, len(ddls), time.monotonic() - t0))
+            done = time.monotonic()
+            self.on_commit(
+                BatchResult(batch_id, end_off.ts, end, 0, len(ddls), done - t0, sink_seconds=done - t_sink)
+            )
             return
         if self.segments_mode:
             res = self._write_segments(df, batch_id, end_off.ts)
         else:
             res = self._write_df(df, batch_id, end_off.ts, int(end.get("segments", 2)))
-        self.on_commit(BatchResult(batch_id, end_off.ts, end, res.rows, 0, time.monotonic() - t0))
+        self.on_commit(
+            BatchResult(
+                batch_id, end_off.ts, end, res.rows, 0, time.monotonic() - t0, res.tables, res.sink_seconds
+            )
+        )
 
     def write_rows(self, df: Any, batch_id: int, checkpoint_ts: int) -> BatchResult:
         """Write a DataFrame of rows (``SOURCE_SCHEMA``) as one batch committed at ``checkpoint_ts``.
@@ -317,8 +364,18 @@ class BatchWriter:
         messages = [json.loads(r.msg) for r in out.collect()]
         messages.sort(key=lambda m: (m.get("segment", 0), m["route"]))
         rows = sum(m["rows"] for m in messages)
+        tables: RowTally = {}
+        for m in messages:
+            for key, (n, size) in m.get("tally", {}).items():
+                t = tables.setdefault(_tally_key(key), [0, 0])
+                t[0] += n
+                t[1] += size
+        t_commit = time.monotonic()
         self.sink.commit(batch_id, [m["sink"] for m in messages], checkpoint_ts)
-        return BatchResult(batch_id, checkpoint_ts, {}, rows, 0, time.monotonic() - t0)
+        done = time.monotonic()
+        # Writer tasks run in parallel: the slowest one's time in the sink, then the driver's commit.
+        sink_s = max((float(m.get("sink_s", 0.0)) for m in messages), default=0.0) + done - t_commit
+        return BatchResult(batch_id, checkpoint_ts, {}, rows, 0, done - t0, tables, sink_s)
 
     def _write_segments(self, df: Any, batch_id: int, checkpoint_ts: int) -> BatchResult:
         """Each segment row: one task decodes the segment and writes it (no shuffle)."""

@@ -8,6 +8,7 @@ import logging
 import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy.exc import SQLAlchemyError
@@ -15,7 +16,7 @@ from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Route
 
 from sparkcdc import __version__
@@ -27,6 +28,13 @@ log = logging.getLogger(__name__)
 
 PREFIX = "/api/v2"
 Handler = Callable[[Request], Awaitable[Response]]
+
+DASHBOARD_DIR = Path(__file__).resolve().parent / "dashboard"
+DASHBOARD_FILES = {
+    "app.js": "text/javascript; charset=utf-8",
+    "app.css": "text/css; charset=utf-8",
+}
+"""The dashboard's files besides index.html: everything the page loads, shipped in the package."""
 
 
 @dataclass
@@ -40,6 +48,10 @@ class ServerState:
     lease_seconds: float
     auth_token: str | None = None
     scheduler: Any = None
+    metrics: Any = None
+    """The process's ``sparkcdc.metrics.ChangefeedMetrics`` (``/metrics``)."""
+    history: Any = None
+    """The ``server.history.ChangefeedHistory`` sampler (``/changefeeds/{id}/history``)."""
 
 
 def _json(data: Any, status: int = 200) -> JSONResponse:
@@ -159,6 +171,36 @@ def create_app(state: ServerState) -> Starlette:
         log.info("changefeed %s resumed%s", cf.id, f" from ts {ts}" if ts else "")
         return _json({})
 
+    async def history(request: Request) -> Response:
+        ns = ns_of(request)
+        cf = await run_in_threadpool(state.store.get_changefeed, request.path_params["id"], ns)
+        h = state.history
+        points = h.points(cf.namespace, cf.id) if h is not None else []
+        window = h.window_s if h is not None else 0
+        interval = h.interval_s if h is not None else 0
+        return _json({"window_s": window, "interval_s": interval, "total": len(points), "items": points})
+
+    async def snapshot(request: Request) -> Response:
+        cf = await run_in_threadpool(state.store.get_changefeed, request.path_params["id"], ns_of(request))
+        return _json(await run_in_threadpool(svc.snapshot, cf))
+
+    async def metrics(request: Request) -> Response:
+        from sparkcdc.metrics import CONTENT_TYPE
+
+        body = state.metrics.exposition() if state.metrics is not None else b""
+        return Response(body, media_type=CONTENT_TYPE)
+
+    async def dashboard_index(request: Request) -> Response:
+        # The page holds no data: it asks for the token, then reads the API with it.
+        return FileResponse(DASHBOARD_DIR / "index.html", media_type="text/html; charset=utf-8")
+
+    async def dashboard_file(request: Request) -> Response:
+        name = request.path_params["name"]
+        media = DASHBOARD_FILES.get(name)
+        if media is None:
+            raise HTTPException(404, f"no dashboard file {name!r}")
+        return FileResponse(DASHBOARD_DIR / name, media_type=media)
+
     def guarded(handler: Handler, *, public: bool = False) -> Handler:
         async def wrapper(request: Request) -> Response:
             try:
@@ -191,6 +233,11 @@ def create_app(state: ServerState) -> Starlette:
         Route(f"{PREFIX}/changefeeds/{{id}}/status", guarded(changefeed_status), methods=["GET"]),
         Route(f"{PREFIX}/changefeeds/{{id}}/pause", guarded(pause), methods=["POST"]),
         Route(f"{PREFIX}/changefeeds/{{id}}/resume", guarded(resume), methods=["POST"]),
+        Route(f"{PREFIX}/changefeeds/{{id}}/history", guarded(history), methods=["GET"]),
+        Route(f"{PREFIX}/changefeeds/{{id}}/snapshot", guarded(snapshot), methods=["GET"]),
+        Route("/metrics", guarded(metrics), methods=["GET"]),
+        Route("/", dashboard_index, methods=["GET"]),
+        Route("/dashboard/{name}", dashboard_file, methods=["GET"]),
     ]
 
     async def http_error(request: Request, exc: Exception) -> Response:

@@ -13,7 +13,9 @@ from dataclasses import dataclass, field
 from sparkcdc.config.uri import redact_uri
 from sparkcdc.errors import ConfigError
 from sparkcdc.meta import MetaStore
+from sparkcdc.metrics import ChangefeedMetrics
 from sparkcdc.server.app import ServerState, create_app
+from sparkcdc.server.history import ChangefeedHistory
 from sparkcdc.server.runner import ChangefeedRunner, SparkChangefeedRunner
 from sparkcdc.server.scheduler import Scheduler
 from sparkcdc.server.service import ChangefeedService
@@ -64,6 +66,8 @@ def run_server(opts: ServerOptions, runner: ChangefeedRunner | None = None) -> i
 
     StateDir.parse(data_dir).check()  # a file, an unwritable folder, a bad URL: refused before serving
     store = MetaStore.open(opts.meta_uri)
+    metrics = ChangefeedMetrics()
+    history = ChangefeedHistory(store, metrics)
     runner = runner or SparkChangefeedRunner(
         opts.spark_master, f"sparkcdc-server-{server_id[:8]}", opts.spark_conf
     )
@@ -76,6 +80,7 @@ def run_server(opts: ServerOptions, runner: ChangefeedRunner | None = None) -> i
         lease_seconds=opts.lease_seconds,
         max_changefeeds=opts.max_changefeeds,
         spark_checkpoint_root=opts.spark_conf.get(SPARK_CHECKPOINT_ROOT_CONF),
+        metrics=metrics,
     )
     state = ServerState(
         store=store,
@@ -85,6 +90,8 @@ def run_server(opts: ServerOptions, runner: ChangefeedRunner | None = None) -> i
         lease_seconds=opts.lease_seconds,
         auth_token=opts.auth_token,
         scheduler=scheduler,
+        metrics=metrics,
+        history=history,
     )
     app = create_app(state)
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False, lifespan="off")
@@ -108,10 +115,12 @@ def run_server(opts: ServerOptions, runner: ChangefeedRunner | None = None) -> i
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, note_signal)
     scheduler.start()
+    history.start()
     try:
         server.run()
     finally:
         log.info("sparkcdc server %s stopping: releasing its changefeeds", server_id)
+        history.stop()
         scheduler.shutdown()
         store.close()
     return 0 if server.started else 1

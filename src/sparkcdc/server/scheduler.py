@@ -42,6 +42,7 @@ from sparkcdc.errors import (
     retry_verdict,
 )
 from sparkcdc.meta import ChangefeedInfo, ChangefeedState, MetaStore
+from sparkcdc.metrics import ChangefeedMetrics
 from sparkcdc.pipeline.state import StateDir, spark_checkpoint_location
 from sparkcdc.server.redact import scrub
 from sparkcdc.server.runner import ChangefeedRunner, ProgressLike, RunningHandle, RunSpec
@@ -108,6 +109,7 @@ class Scheduler:
         max_changefeeds: int | None = None,
         spark_checkpoint_root: str | None = None,
         clock: Callable[[], float] = time.monotonic,
+        metrics: ChangefeedMetrics | None = None,
     ) -> None:
         self.store = store
         self.runner = runner
@@ -123,6 +125,8 @@ class Scheduler:
         self.spark_checkpoint_root = spark_checkpoint_root
         """The runner's ``spark.sql.streaming.checkpointLocation``, where driver-local Spark checkpoints go."""
         self.clock = clock
+        self.metrics = metrics
+        """Where the changefeeds this server runs report their progress and errors (``/metrics``)."""
         self.tasks: dict[tuple[str, str], _Task] = {}
         self.claim_grace = self.lease_seconds / 2
         self._claimable_since: dict[tuple[str, str], float] = {}
@@ -231,6 +235,7 @@ class Scheduler:
     def _drop(self, task: _Task) -> None:
         """Forget a task without writing to the meta database, stopping its query in the background."""
         self.tasks.pop(task.key, None)
+        self._forget_metrics(task)
         pending, handle = task.pending, task.handle
 
         def stop_later() -> None:
@@ -332,13 +337,18 @@ class Scheduler:
         err = map_spark_error(exc)
         msg = self._scrub(task, f"[{err.code}] {err.message}")
         verdict = retry_verdict(err, task.unclassified)
+        gave_up = now - task.first_error_at >= self.error_stuck_seconds
+        if self.metrics is not None:
+            self.metrics.record_error(
+                task.namespace, task.id, err.code, retried=verdict is None and not gave_up
+            )
         if verdict is not None:
             if verdict is not err:
                 msg = self._scrub(task, f"[{verdict.code}] {verdict.message}")
             log.error("changefeed %s failed: %s", task.label, msg)
             task.final = _Final("release", state=ChangefeedState.FAILED, error=verdict)
             return
-        if now - task.first_error_at >= self.error_stuck_seconds:
+        if gave_up:
             log.error(
                 "changefeed %s failed after %.0fs of errors: %s", task.label, now - task.first_error_at, msg
             )
@@ -381,9 +391,13 @@ class Scheduler:
         )
         log.info("changefeed %s: starting from ts %s into %s", task.label, start_ts, redact_uri(row.sink_uri))
 
+        metrics = self.metrics
+
         def on_progress(p: ProgressLike) -> None:
             with task.lock:
                 task.progress = p
+            if metrics is not None and self.tasks.get(task.key) is task:  # not a run it gave up
+                metrics.observe(task.namespace, task.id, p)  # type: ignore[arg-type]
 
         task.pending = self._pool.submit(self.runner.start, spec, on_progress)
         task.pending_kind = "start"
@@ -419,6 +433,7 @@ class Scheduler:
         except ConflictError:
             return  # re-read next tick
         self.tasks.pop(task.key, None)
+        self._forget_metrics(task)
         if final.remove_dir or row.state == ChangefeedState.REMOVED:
             self._clean_epochs(task, keep=None)
             self._remove_state(self._changefeed_dir(task))
@@ -436,6 +451,15 @@ class Scheduler:
                 "rows_per_sec": float(p.rows_per_sec),
                 "lag_s": float(p.lag_s),
             }
+            phase = getattr(p, "snapshot_phase", "")
+            if phase:
+                values["stats"]["snapshot"] = {
+                    "phase": phase,
+                    "rows_copied": int(getattr(p, "snapshot_rows", 0)),
+                    "rows_estimated": int(getattr(p, "snapshot_rows_estimated", 0)),
+                    "ranges_done": int(getattr(p, "snapshot_ranges_done", 0)),
+                    "ranges_total": int(getattr(p, "snapshot_ranges_total", 0)),
+                }
         return values
 
     def _renew(self, task: _Task, row: ChangefeedInfo) -> None:
@@ -538,6 +562,10 @@ class Scheduler:
             d.remove_tree()
         except SparkCdcError as exc:  # a leftover folder costs space, not correctness
             log.warning("cannot remove %s from the data dir: %s", d.display, exc.message)
+
+    def _forget_metrics(self, task: _Task) -> None:
+        if self.metrics is not None:
+            self.metrics.forget(task.namespace, task.id)
 
     def _scrub(self, task: _Task, msg: object) -> str:
         return scrub(str(msg), [task.info.sink_uri, task.info.upstream_uri]) or ""

@@ -433,6 +433,7 @@ class ChangefeedService:
             "owner": cf.owner,
             "subscriber_name": cf.subscriber_name,
             "sink_uri": redact_uri(cf.sink_uri),
+            "stats": cf.stats,
         }
 
     def status(self, cf: ChangefeedInfo) -> dict[str, Any]:
@@ -447,6 +448,38 @@ class ChangefeedService:
             "owner": cf.owner,
             "stats": cf.stats,
         }
+
+    def snapshot(self, cf: ChangefeedInfo) -> dict[str, Any]:
+        """GET /changefeeds/{id}/snapshot: the initial snapshot's key ranges by table, with their progress."""
+        from sparkcdc.pipeline.snapshot.plan import STAGE_DONE, STAGE_SPLIT, range_states
+
+        tables: dict[tuple[str, str], dict[str, Any]] = {}
+        for st in range_states(self.store.get_range_progress(cf.id, cf.namespace)):
+            if st.stage == STAGE_SPLIT:
+                continue  # its key space lives on in the ranges split from it
+            t = tables.setdefault(
+                (st.schema, st.table),
+                {"schema": st.schema, "table": st.table, "rows_copied": 0, "estimated_rows": 0, "ranges": []},
+            )
+            t["ranges"].append(
+                {
+                    "range_id": st.range_id,
+                    "stage": st.stage,
+                    "done": st.stage == STAGE_DONE,
+                    "rows_copied": st.rows_copied,
+                    "estimated_rows": st.estimated_rows,
+                    "attempts": st.attempts,
+                }
+            )
+        items = []
+        for t in tables.values():
+            ranges = t["ranges"]
+            t["rows_copied"] = sum(r["rows_copied"] for r in ranges)
+            t["estimated_rows"] = sum(r["estimated_rows"] for r in ranges)
+            t["ranges_done"] = sum(1 for r in ranges if r["done"])
+            t["ranges_total"] = len(ranges)
+            items.append(t)
+        return {"total": len(items), "items": items}
 
     def _error(self, cf: ChangefeedInfo) -> dict[str, Any] | None:
         if not cf.error:

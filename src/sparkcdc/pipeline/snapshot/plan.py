@@ -222,12 +222,7 @@ class MetaRangeStore:
 
     def load_all(self) -> list[RangeState]:
         """Every range of the changefeed."""
-        out = []
-        for p in self._meta().get_range_progress(self.changefeed_id, self.namespace):
-            st = self._from_progress(p)
-            if st is not None:
-                out.append(st)
-        return out
+        return range_states(self._meta().get_range_progress(self.changefeed_id, self.namespace))
 
     def _row(self, st: RangeState) -> Any:
         rows = self._meta().get_range_progress(self.changefeed_id, self.namespace, st.schema, st.table)
@@ -277,6 +272,16 @@ class MetaRangeStore:
             st.children = []
             st.files = []
             self.save(st)
+
+
+def range_states(rows: list[Any]) -> list[RangeState]:
+    """The snapshot ranges among a changefeed's ``range_progress`` rows (``MetaStore.get_range_progress``)."""
+    out = []
+    for p in rows:
+        st = MetaRangeStore._from_progress(p)
+        if st is not None:
+            out.append(st)
+    return out
 
 
 @dataclass

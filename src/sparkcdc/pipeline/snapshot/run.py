@@ -272,6 +272,7 @@ def snapshot_progress(
                 snapshot_ranges_done=f.ranges_done,
                 snapshot_ranges_total=f.ranges_total,
                 snapshot_eta_s=f.eta_s,
+                snapshot_rows_estimated=f.rows_estimated,
             )
         )
 

@@ -169,21 +169,19 @@ class ReferenceKafkaPartitionWriter:
 
     def __init__(self, sink: Any, ctx: Any) -> None:
         from sparkcdc.codec.canal_json import ReferenceCanalJsonEncoder
-        from sparkcdc.sink.kafka.encoders import CanalJsonKafkaEncoder
+        from sparkcdc.sink.kafka.encoders import MessageEncoder
         from sparkcdc.sink.kafka.large_message import LargeMessageHandler
         from sparkcdc.sink.kafka.producer import DeliveryTracker, get_producer
 
         self.sink = sink
         self.ctx = ctx
-        self.encoder = CanalJsonKafkaEncoder(sink.options, sink.config)
-        codec = self.encoder._codec
-        self.encoder._codec = ReferenceCanalJsonEncoder(  # type: ignore[assignment]
+        reference = ReferenceCanalJsonEncoder(
             sink.config,
-            codec.enable_tidb_extension,
-            only_output_updated_columns=codec.only_output_updated_columns,
-            content_compatible=codec.content_compatible,
-            delete_only_output_handle_key_columns=codec.delete_only_output_handle_key_columns,
+            sink.options.enable_tidb_extension,
+            only_output_updated_columns=sink.options.only_output_updated_columns,
+            content_compatible=sink.options.content_compatible,
         )
+        self.encoder = MessageEncoder(sink.options, sink.config, codec=reference)
         self.tracker = DeliveryTracker(get_producer(sink.options), sink.max_message_bytes)
         self.large = LargeMessageHandler(
             sink.options.large_message, sink.max_message_bytes, sink.options.protocol

@@ -1,5 +1,7 @@
 """Codecs with TiCDC's exact output formats, each encoder beside its decoder.
 
+- ``base``: the contract every encoder keeps (``Encoder``: per-table value encoder, messages,
+  DDL and watermark) and ``build_encoder(protocol, config, options)``, the one factory sinks use;
 - ``canal_json``: canal-json messages (Kafka and storage sinks);
 - ``csv``: storage-sink CSV records; ``csv_kinds``: how each kind of column is rendered
   (the encoder's formatter and the upstream's SQL);

@@ -42,6 +42,7 @@ from sparkcdc.codec.avro_schema import (
     subject_for,
     to_record,
 )
+from sparkcdc.codec.base import CodecOptions, Encoder, KeyValue
 from sparkcdc.config.uri import ParsedURI, redact_uri
 from sparkcdc.errors import ConfigError, DecodeError, SinkError, SinkUnavailable
 from sparkcdc.model import DDLEvent, DDLType, RowChange, TableInfo
@@ -257,8 +258,15 @@ class _TableCodec:
     value_parsed: Any
 
 
-class AvroEncoder:
+class AvroEncoder(Encoder):
     """Encodes row changes to Confluent-framed Avro (key, value) pairs; picklable (the client reopens)."""
+
+    protocol = "avro"
+
+    @classmethod
+    def build(cls, config: ReplicaConfig, options: CodecOptions) -> AvroEncoder:
+        """The encoder of a sink (``codec.base.build_encoder``): ``options.avro``, else the config's."""
+        return cls(options.avro if options.avro is not None else AvroOptions.from_sink(None, config))
 
     def __init__(self, options: AvroOptions, registry_client: SchemaRegistryClient | None = None) -> None:
         self.options = options
@@ -388,6 +396,14 @@ class AvroEncoder:
             (self._encode_key(tc, row.after, topic, table), self._encode_value(tc, row, op, topic, table))
         ]
 
+    def messages(self, row: RowChange, table: TableInfo, topic: str = "") -> list[KeyValue]:
+        """``encode_row``."""
+        return self.encode_row(row, table, topic)
+
+    def value_encoder(self, row: RowChange, table: TableInfo) -> None:
+        """None: Avro messages have keys."""
+        return None
+
     def _encode_key(
         self, tc: _TableCodec, image: tuple[Any, ...], topic: str, table: TableInfo
     ) -> bytes | None:
@@ -422,6 +438,10 @@ class AvroEncoder:
             "commitTs": ddl.commit_ts,
         }
         return bytes([DDL_BYTE]) + json.dumps(body, separators=(",", ":")).encode()
+
+    def encode_watermark(self, ts: int) -> bytes | None:
+        """``encode_checkpoint``."""
+        return self.encode_checkpoint(ts)
 
     def encode_checkpoint(self, ts: int) -> bytes | None:
         """``0x02`` + 8-byte big-endian ts with the watermark on, else None (not sent)."""

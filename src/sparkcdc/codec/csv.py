@@ -22,6 +22,7 @@ from decimal import Decimal, InvalidOperation
 from operator import call
 from typing import Any
 
+from sparkcdc.codec.base import CodecOptions, Encoder, KeyValue
 from sparkcdc.codec.csv_kinds import ColumnKind, FieldStyle, column_formatter, column_kind
 from sparkcdc.codec.values import to_float32
 from sparkcdc.config.replica import CSVConfig, ReplicaConfig
@@ -83,13 +84,28 @@ def validate_csv_config(csv: CSVConfig, *, delete_only_output_handle_key_columns
 # ------------------------------------------------------------------ encoder
 
 
-class CSVEncoder:
+class CSVEncoder(Encoder):
     """Encodes row changes as TiCDC CSV records.
 
     Each table gets a row encoder (``row_encoder``) holding one formatter per column, chosen
     by the column's kind (``csv_kinds``), so encoding a row is one call per value and no test
     of the column's type.
     """
+
+    protocol = "csv"
+
+    @classmethod
+    def build(cls, config: ReplicaConfig, options: CodecOptions) -> CSVEncoder:
+        """The encoder of a sink (``codec.base.build_encoder``): CSV reads only the config."""
+        return cls.from_config(config)
+
+    def value_encoder(self, row: RowChange, table: TableInfo) -> Callable[[RowChange], bytes]:
+        """``row_encoder(table)``: a row change is one keyless value (one or two records)."""
+        return self.row_encoder(table)
+
+    def messages(self, row: RowChange, table: TableInfo, topic: str = "") -> list[KeyValue]:
+        """The row's records as one keyless value."""
+        return [(None, self.encode_row(row, table))]
 
     def __init__(
         self,

@@ -12,7 +12,7 @@ import pytest
 from sparkcdc.config.replica import ReplicaConfig
 from sparkcdc.errors import DecodeError, MessageTooLargeError
 from sparkcdc.model import ColumnInfo, IndexInfo, RowChange, TableInfo
-from sparkcdc.sink.kafka.encoders import CanalJsonKafkaEncoder
+from sparkcdc.sink.kafka.encoders import MessageEncoder
 from sparkcdc.sink.kafka.large_message import (
     ClaimCheckStorage,
     LargeMessageHandler,
@@ -37,9 +37,9 @@ def row(payload: str, op: str = "I") -> RowChange:
     )  # type: ignore[arg-type]
 
 
-def encoder() -> CanalJsonKafkaEncoder:
+def encoder() -> MessageEncoder:
     opts = KafkaOptions.parse("kafka://h:1/t?protocol=canal-json&enable-tidb-extension=true", ReplicaConfig())
-    return CanalJsonKafkaEncoder(opts, ReplicaConfig())
+    return MessageEncoder(opts, ReplicaConfig())
 
 
 def test_message_size_is_key_value_plus_36() -> None:

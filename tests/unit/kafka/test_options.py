@@ -9,7 +9,7 @@ import pytest
 from sparkcdc.config.replica import ReplicaConfig
 from sparkcdc.errors import ConfigError, SinkURIError
 from sparkcdc.sink.kafka import KafkaSink
-from sparkcdc.sink.kafka.encoders import ENCODERS, check_supported
+from sparkcdc.sink.kafka.encoders import KAFKA_PROTOCOLS, check_supported
 from sparkcdc.sink.kafka.options import KafkaOptions
 
 BASE = "kafka://127.0.0.1:9092,127.0.0.2:9093/topic-a"
@@ -163,7 +163,7 @@ def test_password_is_redacted_in_errors() -> None:
 
 
 def test_unsupported_protocols_name_the_supported_ones() -> None:
-    assert sorted(ENCODERS) == ["avro", "canal-json"]
+    assert sorted(KAFKA_PROTOCOLS) == ["avro", "canal-json"]
     with pytest.raises(SinkURIError) as exc:
         KafkaSink(f"{BASE}?protocol=maxwell", ReplicaConfig())
     assert "protocol 'maxwell' is a TiCDC protocol but is not supported yet" in str(exc.value)

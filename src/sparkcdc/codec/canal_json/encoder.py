@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from sparkcdc.codec.base import CodecOptions, Encoder, KeyValue
 from sparkcdc.codec.canal_json.messages import ddl_message, watermark_message
 from sparkcdc.codec.canal_json.native import NativeRows, native_rows
 from sparkcdc.codec.canal_json.reference import TableLayout, json_str, render_columns
@@ -42,12 +43,24 @@ class _TableRows:
         self.name = layout.name
 
 
-class ReferenceCanalJsonEncoder:
+class ReferenceCanalJsonEncoder(Encoder):
     """Encodes row changes, DDLs and watermarks as TiCDC canal-json messages (one message each).
 
     Rows are rendered by the Python reference (``reference.render_columns``);
     ``CanalJsonEncoder`` writes the same bytes with the C extension.
     """
+
+    protocol = "canal-json"
+
+    @classmethod
+    def build(cls, config: ReplicaConfig, options: CodecOptions) -> ReferenceCanalJsonEncoder:
+        """The encoder of a sink (``codec.base.build_encoder``)."""
+        return cls(
+            config,
+            options.enable_tidb_extension,
+            only_output_updated_columns=options.only_output_updated_columns,
+            content_compatible=options.content_compatible,
+        )
 
     def __init__(
         self,
@@ -110,6 +123,14 @@ class ReferenceCanalJsonEncoder:
         if rows is None or rows.table is not table or rows.schema != row.schema or rows.name != row.table:
             rows = self._table_rows(row, table)
         return self._encode(rows, row, None)
+
+    def messages(self, row: RowChange, table: TableInfo, topic: str = "") -> list[KeyValue]:
+        """One message, key null."""
+        return [(None, self.encode_row(row, table))]
+
+    def value_encoder(self, row: RowChange, table: TableInfo) -> Callable[[RowChange], bytes]:
+        """``row_encoder``: every canal-json row is one keyless message."""
+        return self.row_encoder(row, table)
 
     def row_encoder(self, row: RowChange, table: TableInfo) -> Callable[[RowChange], bytes]:
         """``encode_row`` bound to one table: for rows with the same schema, table name and ``table``."""

@@ -33,13 +33,13 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from sparkcdc.codec.base import CodecOptions, Encoder, build_encoder
 from sparkcdc.errors import SinkError, SinkUnavailable
 from sparkcdc.model import DDLEvent, RowChange, TableInfo
 from sparkcdc.sink.base import PartitionWriter, Sink, WriterContext
 from sparkcdc.sink.http.config import MAX_BACKOFF, HTTPSinkSettings, parse_http_sink
 
 if TYPE_CHECKING:
-    from sparkcdc.codec.canal_json import CanalJsonEncoder
     from sparkcdc.config.replica import ReplicaConfig
 
 log = logging.getLogger(__name__)
@@ -53,11 +53,10 @@ HEADER_TS_MAX = "X-Sparkcdc-Commit-Ts-Max"
 HEADER_REQUEST_ID = "X-Sparkcdc-Request-Id"
 
 
-def make_encoder(settings: HTTPSinkSettings, config: ReplicaConfig) -> CanalJsonEncoder:
+def make_encoder(settings: HTTPSinkSettings, config: ReplicaConfig) -> Encoder:
     """The canal-json encoder for the sink's settings."""
-    from sparkcdc.codec.canal_json import CanalJsonEncoder
-
-    return CanalJsonEncoder(config, enable_tidb_extension=settings.enable_tidb_extension)
+    options = CodecOptions(enable_tidb_extension=settings.enable_tidb_extension)
+    return build_encoder("canal-json", config, options)
 
 
 class HTTPPoster:
@@ -184,7 +183,7 @@ class HTTPWriter(PartitionWriter):
         """Encode one row; POST when the batch is full."""
         if not self.buf:
             self.ts_min = row.commit_ts
-        self.buf.append(self.encoder.encode_row(row, table))
+        self.buf.extend(value for _, value in self.encoder.messages(row, table) if value is not None)
         self.ts_max = row.commit_ts
         if len(self.buf) >= self.settings.batch_size:
             self._flush()
@@ -227,7 +226,7 @@ class HTTPSink(Sink):
         super().__init__(uri, config, changefeed_id)
         self.settings = parse_http_sink(uri, config)
         self._poster: HTTPPoster | None = None
-        self._encoder: CanalJsonEncoder | None = None
+        self._encoder: Encoder | None = None
         self._ddl_seq = 0
 
     def __repr__(self) -> str:
@@ -262,7 +261,7 @@ class HTTPSink(Sink):
                 "check the host and port and that the receiver is running"
             ) from exc
 
-    def _driver(self) -> tuple[HTTPPoster, CanalJsonEncoder]:
+    def _driver(self) -> tuple[HTTPPoster, Encoder]:
         if self._poster is None:
             self._poster = HTTPPoster(self.settings, self.changefeed_id)
         if self._encoder is None:
@@ -273,7 +272,9 @@ class HTTPSink(Sink):
         """POST the DDL as one canal-json DDL message (after every earlier row was acknowledged)."""
         poster, encoder = self._driver()
         rid = f"{self.changefeed_id}:ddl:{ddl.commit_ts}:{ddl.seq}"
-        poster.post([encoder.encode_ddl(ddl)], ddl.commit_ts, ddl.commit_ts, rid)
+        message = encoder.encode_ddl(ddl)
+        if message is not None:
+            poster.post([message], ddl.commit_ts, ddl.commit_ts, rid)
 
     def open_writer(self, ctx: WriterContext) -> PartitionWriter:
         """The single writer of a batch."""

@@ -1,165 +1,111 @@
-"""The Kafka sink's encoders: an explicit registry from protocol name to a message encoder.
+"""The Kafka sink's encoders: a codec's ``Encoder`` (``codec.base``) with what Kafka adds.
 
-A ``MessageEncoder`` turns one row change into Kafka (key, value) pairs and
-says how DDLs and watermarks look for its protocol. Adding a protocol means
-writing one adapter class here and one line in ``ENCODERS``; the sink refuses
-a protocol that is not in the registry, naming the supported ones.
+The codec writes the messages; ``MessageEncoder`` says where a protocol's DDLs go and gives the
+large-message forms (canal-json only). Adding a protocol means one encoder in ``codec`` and its
+name in ``KAFKA_PROTOCOLS``; the sink refuses a protocol that is not there, naming the supported ones.
 """
 
 from __future__ import annotations
 
-import importlib
-from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from sparkcdc.codec.base import CodecOptions, Encoder, KeyValue, ValueEncoder
+from sparkcdc.codec.base import build_encoder as build_codec
 from sparkcdc.errors import ConfigError, SinkURIError
 from sparkcdc.sink.kafka.options import KNOWN_PROTOCOLS, KafkaOptions
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     from sparkcdc.config.replica import ReplicaConfig
     from sparkcdc.model import DDLEvent, RowChange, TableInfo
 
-KeyValue = tuple[bytes | None, bytes | None]
+__all__ = [
+    "KAFKA_PROTOCOLS",
+    "KeyValue",
+    "MessageEncoder",
+    "build_encoder",
+    "check_supported",
+    "validate_protocol",
+]
+
+KAFKA_PROTOCOLS: tuple[str, ...] = ("avro", "canal-json")
+"""The protocols the Kafka sink sends (aliases already resolved)."""
 
 
-class MessageEncoder(ABC):
-    """Encodes events of one protocol for Kafka (built lazily in each executor; must be picklable)."""
+def codec_options(options: KafkaOptions, config: ReplicaConfig) -> CodecOptions:
+    """What the sink URI says about the encoding."""
+    avro = None
+    if options.protocol == "avro":
+        from sparkcdc.codec.avro import AvroOptions
 
-    protocol: str = ""
-    ddl_to_partition_zero: bool = True
-    """canal-json sends a DDL to partition 0 only; other protocols broadcast it to every partition."""
-    supports_large_message_handle: bool = False
+        avro = AvroOptions.from_sink(options.uri, config)
+    return CodecOptions(
+        enable_tidb_extension=options.enable_tidb_extension,
+        only_output_updated_columns=options.only_output_updated_columns,
+        content_compatible=options.content_compatible,
+        avro=avro,
+    )
 
-    def __init__(self, options: KafkaOptions, config: ReplicaConfig) -> None:
+
+class MessageEncoder:
+    """Encodes events of one protocol as Kafka (key, value) pairs (built in each executor; picklable)."""
+
+    def __init__(self, options: KafkaOptions, config: ReplicaConfig, codec: Encoder | None = None) -> None:
         self.options = options
+        self.protocol = options.protocol
+        self.codec = codec or build_codec(options.protocol, config, codec_options(options, config))
+        self.ddl_to_partition_zero = self.protocol == "canal-json"
+        """canal-json sends a DDL to partition 0 only; other protocols broadcast it to every partition."""
+        self.supports_large_message_handle = self.protocol == "canal-json"
 
-    @abstractmethod
     def encode_row(self, row: RowChange, table: TableInfo, topic: str) -> list[KeyValue]:
         """The messages of one row change, in order."""
+        return self.codec.messages(row, table, topic)
 
-    def value_encoder(self, row: RowChange, table: TableInfo) -> Callable[[RowChange], bytes] | None:
+    def value_encoder(self, row: RowChange, table: TableInfo) -> ValueEncoder | None:
         """For protocols that send one keyless message per row: that message's value for rows of
         ``row``'s schema and table name with shape ``table`` (the writer's fast path); else None."""
-        return None
+        return self.codec.value_encoder(row, table)
+
+    def _canal(self, what: str) -> Any:
+        from sparkcdc.codec.canal_json import ReferenceCanalJsonEncoder
+
+        if not isinstance(self.codec, ReferenceCanalJsonEncoder):
+            raise ConfigError(f"protocol {self.protocol} has no {what} form for large messages")
+        return self.codec
 
     def encode_row_handle_key_only(self, row: RowChange, table: TableInfo) -> KeyValue:
-        """The handle-key-only form of an oversized row message."""
-        raise ConfigError(f"protocol {self.protocol} has no handle-key-only form for large messages")
+        """The handle-key-only form of an oversized row message (``_tidb.onlyHandleKey``)."""
+        return (None, self._canal("handle-key-only").encode_row_handle_key_only(row, table))
 
     def encode_row_claim_check(self, row: RowChange, table: TableInfo, location: str) -> KeyValue:
         """The reference message of an oversized row whose full message went to claim-check storage."""
-        raise ConfigError(f"protocol {self.protocol} has no claim-check form for large messages")
+        return (None, self._canal("claim-check").encode_row_claim_check(row, table, location))
 
-    @abstractmethod
     def encode_ddl(self, ddl: DDLEvent) -> KeyValue | None:
         """The DDL message, or None when the protocol sends none."""
+        value = self.codec.encode_ddl(ddl)
+        return None if value is None else (None, value)
 
-    @abstractmethod
     def encode_watermark(self, ts: int) -> KeyValue | None:
         """The watermark (resolved ts) message, or None when the protocol sends none."""
-
-
-class CanalJsonKafkaEncoder(MessageEncoder):
-    """canal-json (spec §1): one JSON message per row, key null, DDL to partition 0."""
-
-    protocol = "canal-json"
-    ddl_to_partition_zero = True
-    supports_large_message_handle = True
-
-    def __init__(self, options: KafkaOptions, config: ReplicaConfig) -> None:
-        from sparkcdc.codec.canal_json import CanalJsonEncoder
-
-        super().__init__(options, config)
-        self._codec = CanalJsonEncoder(
-            config,
-            options.enable_tidb_extension,
-            only_output_updated_columns=options.only_output_updated_columns,
-            content_compatible=options.content_compatible,
-        )
-
-    def encode_row(self, row: RowChange, table: TableInfo, topic: str) -> list[KeyValue]:
-        """One message, key null."""
-        return [(None, self._codec.encode_row(row, table))]
-
-    def value_encoder(self, row: RowChange, table: TableInfo) -> Callable[[RowChange], bytes] | None:
-        """The compiled canal-json encoder of the table (the key is always null)."""
-        return self._codec.row_encoder(row, table)
-
-    def encode_row_handle_key_only(self, row: RowChange, table: TableInfo) -> KeyValue:
-        """Only the handle-key columns and ``_tidb.onlyHandleKey``."""
-        return (None, self._codec.encode_row_handle_key_only(row, table))
-
-    def encode_row_claim_check(self, row: RowChange, table: TableInfo, location: str) -> KeyValue:
-        """Only the handle-key columns and ``_tidb.claimCheckLocation``."""
-        return (None, self._codec.encode_row_claim_check(row, table, location))
-
-    def encode_ddl(self, ddl: DDLEvent) -> KeyValue | None:
-        """The canal-json DDL message."""
-        return (None, self._codec.encode_ddl(ddl))
-
-    def encode_watermark(self, ts: int) -> KeyValue | None:
-        """TIDB_WATERMARK (only with enable-tidb-extension)."""
-        value = self._codec.encode_watermark(ts)
+        value = self.codec.encode_watermark(ts)
         return None if value is None else (None, value)
-
-
-class AvroKafkaEncoder(MessageEncoder):
-    """avro (spec §2): Confluent wire format, DELETE = tombstone, no DDL/watermark unless avro-enable-watermark."""
-
-    protocol = "avro"
-    ddl_to_partition_zero = False
-
-    def __init__(self, options: KafkaOptions, config: ReplicaConfig) -> None:
-        from sparkcdc.codec.avro import AvroEncoder, AvroOptions
-
-        super().__init__(options, config)
-        self._codec = AvroEncoder(AvroOptions.from_sink(options.uri, config))
-
-    def encode_row(self, row: RowChange, table: TableInfo, topic: str) -> list[KeyValue]:
-        """Key and value in the Confluent wire format."""
-        return self._codec.encode_row(row, table, topic)
-
-    def encode_ddl(self, ddl: DDLEvent) -> KeyValue | None:
-        """Only with the test-only avro-enable-watermark."""
-        value = self._codec.encode_ddl(ddl)
-        return None if value is None else (None, value)
-
-    def encode_watermark(self, ts: int) -> KeyValue | None:
-        """Only with the test-only avro-enable-watermark."""
-        value = self._codec.encode_checkpoint(ts)
-        return None if value is None else (None, value)
-
-
-ENCODERS: dict[str, str] = {
-    "canal-json": "sparkcdc.sink.kafka.encoders:CanalJsonKafkaEncoder",
-    "avro": "sparkcdc.sink.kafka.encoders:AvroKafkaEncoder",
-}
-"""Protocol name (aliases already resolved) → ``module:Class`` of its encoder."""
 
 
 def check_supported(protocol: str) -> None:
-    """Refuse a protocol without an encoder, naming the supported ones."""
-    if protocol not in ENCODERS:
+    """Refuse a protocol the Kafka sink does not send, naming the supported ones."""
+    if protocol not in KAFKA_PROTOCOLS:
         known = "a TiCDC protocol" if protocol in KNOWN_PROTOCOLS else "not a known protocol"
         raise SinkURIError(
             f"protocol {protocol!r} is {known} but is not supported yet by the sparkcdc Kafka sink; "
-            f"use one of: {', '.join(sorted(ENCODERS))}"
+            f"use one of: {', '.join(KAFKA_PROTOCOLS)}"
         )
-
-
-def encoder_class(protocol: str) -> type[MessageEncoder]:
-    """The encoder class of a protocol (imported lazily)."""
-    check_supported(protocol)
-    module_name, cls_name = ENCODERS[protocol].split(":")
-    cls: type[MessageEncoder] = getattr(importlib.import_module(module_name), cls_name)
-    return cls
 
 
 def build_encoder(options: KafkaOptions, config: ReplicaConfig) -> MessageEncoder:
     """A new encoder for the sink's protocol."""
-    return encoder_class(options.protocol)(options, config)
+    check_supported(options.protocol)
+    return MessageEncoder(options, config)
 
 
 def validate_protocol(options: KafkaOptions, config: ReplicaConfig) -> None:

@@ -144,7 +144,7 @@ class StorageWriter(PartitionWriter):
             bound = self._bound[(row.schema, row.table, row.table_version)] = (
                 table,
                 buf,
-                self.encoder.table_encoder(table),
+                self.encoder.table_encoder(table, row),
             )
         _, buf, encode = bound
         if buf.full and (

@@ -91,7 +91,12 @@ def offset_for_gtid(up: UpstreamConfig, gtid: str) -> Offset:
 
 
 def offset_for_ts(up: UpstreamConfig, start_ts: int) -> Offset:
-    """The boundary after which every transaction has commit_ts > start_ts."""
+    """The boundary after which every transaction has commit_ts > start_ts, with chain state ``start_ts``.
+
+    The chain state is at least ``start_ts`` (a checkpoint the resolved ts of an idle changefeed
+    reached lies between commit_ts values): every later transaction then exceeds it, and the ones
+    the binlog already gave a larger commit_ts keep theirs (``next_ts`` of a smaller state is the same).
+    """
     conn = up.connect()
     try:
         files = [f for f, _ in binary_logs(conn)]
@@ -127,9 +132,13 @@ def offset_for_ts(up: UpstreamConfig, start_ts: int) -> Offset:
     last = begin
     for txn in Scanner(up).scan(begin):
         if txn.ts > start_ts:
-            return txn.start
+            return _at_least(txn.start, start_ts)
         last = txn.end
-    return scan_head(up, last) if last.ts <= start_ts else last
+    return _at_least(scan_head(up, last), start_ts)
+
+
+def _at_least(offset: Offset, ts: int) -> Offset:
+    return offset if offset.ts >= ts else Offset(offset.file, offset.pos, ts)
 
 
 def head_offset(up: UpstreamConfig) -> Offset:

@@ -180,42 +180,15 @@ class RunningChangefeed:
             if self.query is not None and not self.query.isActive:
                 break
             try:
-                target = self.spec.target_ts
                 scan = scanner.scan(self.last_end, max_bytes=1)
                 try:
                     nxt = next(scan, None)
                 finally:
                     scan.close()
                 self._caught_up = nxt is None
-                if target is not None and (
-                    (nxt is not None and nxt.ts > target)  # the source stops before it: all ≤ target is out
-                    or (nxt is None and self._target_passed())
-                ):
-                    self._finished.set()
             except SparkCdcError as err:
                 log.warning("progress probe failed: %s", err.message)
             self._report()
-
-    def _target_passed(self) -> bool:
-        """Caught up, the upstream clock is past target-ts and no older transaction is still open."""
-        target = self.spec.target_ts
-        assert target is not None
-        conn = self.up.connect()
-        try:
-            with conn.cursor() as cur:
-                cur.execute("SELECT UNIX_TIMESTAMP(NOW(6))")
-                row = cur.fetchone()
-                now_ms = float(row[0]) * 1000 if row else 0.0
-                if now_ms < physical_ms(target) + 1000:
-                    return False
-                cur.execute(
-                    "SELECT COUNT(*) FROM information_schema.INNODB_TRX WHERE trx_started <= FROM_UNIXTIME(%s)",
-                    (physical_ms(target) / 1000.0,),
-                )
-                open_trx = cur.fetchone()
-                return bool(open_trx is not None and int(open_trx[0]) == 0)
-        finally:
-            conn.close()
 
     def start_monitor(self) -> None:
         threading.Thread(

@@ -4,6 +4,13 @@ A batch ends at a transaction boundary. Every DDL is a batch of its own (its
 end offset carries the DDL events), so a sink applies a DDL after every earlier
 row is durable and before any later row. A DML batch is split into segments of
 whole transactions that Spark tasks decode in parallel.
+
+At the binlog head a batch may hold no transaction: its end offset is the start's
+position with a larger chain state (``segments = 0``), the resolved ts of
+``capture.resolved`` (at most once per upstream second) or target-ts. Sinks commit it
+like any batch, so the checkpoint of an idle changefeed follows the upstream clock, and
+the raised chain state in Spark's offset log and ``checkpoint.json`` gives every later
+transaction a larger commit_ts on a replay too.
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ from typing import Any
 from sparkcdc.capture.ddl_kind import ddl_event_kinds
 from sparkcdc.capture.offset import Offset, file_seq
 from sparkcdc.capture.reader import Scanner, TxnInfo
+from sparkcdc.capture.resolved import UpstreamClock
 from sparkcdc.capture.upstream import UpstreamConfig
 from sparkcdc.event_filter import EventFilter
 from sparkcdc.filter import TableFilter, changefeed_filter
@@ -142,6 +150,9 @@ class Planner:
         self.spec = spec
         self.up = UpstreamConfig.from_uri(spec.upstream_uri)
         self.scanner = Scanner(self.up)
+        self.clock = UpstreamClock(self.up)
+        self._idle = False
+        """The last scan found nothing new: the next one may advance the resolved ts."""
         self.filter = spec.table_filter()
         self.event_filter = spec.event_filter()
         self.history = SchemaHistory.open(open_history_store(spec.history_path))
@@ -160,11 +171,16 @@ class Planner:
         target = self.spec.target_ts
         if target is not None and start.ts >= target:
             return None
+        # The clock is read before the scan: a transaction the scan misses was not committed
+        # when the clock was read (capture/resolved.py). Only an idle stream asks for it.
+        resolved = self.clock.resolved_bound() if self._idle and self.clock.due() else None
+        self._idle = False
         cat = self._catalog_for(start)
         txns: list[TxnInfo] = []
         total = 0
         for txn in self.scanner.scan(start):
             if target is not None and txn.ts > target:
+                resolved = target  # every transaction up to target-ts is out
                 break
             if txn.queries:
                 if txns:
@@ -175,9 +191,23 @@ class Planner:
             if total >= self.spec.max_batch_bytes:
                 break
         if not txns:
-            return None
+            self._idle = True
+            return self._resolved_batch(start, resolved)
         plan = self._dml_batch(start, txns, cat)
         self._catalog_at = plan.end
+        return plan
+
+    def _resolved_batch(self, start: Offset, resolved: int | None) -> BatchPlan | None:
+        """A batch that only raises the chain state at ``start`` to ``resolved`` (capped at target-ts)."""
+        if resolved is None:
+            return None
+        target = self.spec.target_ts
+        if target is not None:
+            resolved = min(resolved, target)
+        if resolved <= start.ts:
+            return None
+        plan = BatchPlan(start, Offset(start.file, start.pos, resolved))
+        self._catalog_at = plan.end  # no DDL in between: the catalog at start is the catalog at its end
         return plan
 
     def _ddl_batch(self, start: Offset, txn: TxnInfo, cat: Any) -> BatchPlan:
@@ -250,6 +280,8 @@ class Planner:
             return cached
         if "ddl" in end_d:
             return BatchPlan(start, end, ddls=ddls_of(end_d) or [], is_ddl=True)
+        if end.key() <= start.key():
+            return BatchPlan(start, end)  # a resolved batch: no transaction in it
         cat = self.history.catalog_at(end.ts)
         txns = [t for t in self.scanner.scan(start, stop=lambda t: t.end.key() >= end.key())]
         txns = [t for t in txns if t.end.key() <= end.key()]

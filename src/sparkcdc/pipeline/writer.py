@@ -324,7 +324,9 @@ class BatchWriter:
         end = read_batch_offset(self.checkpoint_dir, batch_id)
         end_off = offset_of(end)
         ddls = ddls_of(end)
-        if ddls is not None:
+        if ddls is not None or end.get("segments") == 0:
+            # A DDL batch, or a resolved one (no transaction, the checkpoint moves): nothing for executors.
+            ddls = ddls or []
             t_sink = time.monotonic()
             for d in ddls:
                 log.info("applying DDL at %d: %s", d.commit_ts, d.query)

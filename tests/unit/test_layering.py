@@ -26,6 +26,8 @@ Rules:
 (e) Adding the imports inside functions (again not ``TYPE_CHECKING``) makes
     no cycle either: a lazy import that closes a loop is a layering mistake
     that only hides until someone moves the import up.
+(f) No module runs generated source: no call of the builtins ``exec``, ``eval`` or
+    ``compile`` (one readable implementation per hot path; ``re.compile`` is a method).
 """
 
 from __future__ import annotations
@@ -281,3 +283,14 @@ def test_function_level_imports_close_no_cycle() -> None:
     assert cycles == [], "import cycles through function-level imports: " + "; ".join(
         " -> ".join(c) for c in cycles
     )
+
+
+def test_no_source_is_generated_at_run_time() -> None:
+    """Rule (f)."""
+    found = []
+    for name, (path, _) in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+                if node.func.id in ("exec", "eval", "compile"):
+                    found.append(f"{name}:{node.lineno} {node.func.id}")
+    assert found == []

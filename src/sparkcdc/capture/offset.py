@@ -5,8 +5,10 @@ value: per binlog file the chain starts at ``base(FDE second) + 2**17`` — or, 
 the previous file was created in the same second, at that file's last commit_ts
 if larger (files rotated within one second still follow each other) — and each
 transaction gets ``max(previous + 1, base(its header second))`` where
-``base(s) = s * 1000 << 18``. An offset carries ``ts`` = the commit_ts of the last
-transaction before it, so a reader can resume mid-file without rescanning.
+``base(s) = s * 1000 << 18``. An offset carries ``ts`` = the chain state there: the
+commit_ts of the last transaction before it, or a larger resolved ts the planner raised it
+to at the binlog head (``capture.resolved``), so a reader can resume mid-file without
+rescanning and every later transaction exceeds ``ts``.
 """
 
 from __future__ import annotations

@@ -61,8 +61,8 @@ from sparkcdc.consumer.kafka_loop import (
 from sparkcdc.consumer.progress import ProgressTable
 from sparkcdc.errors import ConfigError, DecodeError
 from sparkcdc.model import RowChange, TableInfo
+from sparkcdc.sink.kafka.config import KafkaOptions
 from sparkcdc.sink.kafka.large_message import parse_claim_check_body
-from sparkcdc.sink.kafka.options import KafkaOptions
 
 log = logging.getLogger(__name__)
 

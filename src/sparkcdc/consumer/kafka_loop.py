@@ -22,8 +22,8 @@ from sparkcdc.config.replica import ReplicaConfig
 from sparkcdc.config.uri import redact_uri
 from sparkcdc.errors import ConfigError, DecodeError, SinkUnavailable
 from sparkcdc.model import RowChange, TableInfo
+from sparkcdc.sink.kafka.config import KafkaOptions
 from sparkcdc.sink.kafka.large_message import ClaimCheckStorage
-from sparkcdc.sink.kafka.options import KafkaOptions
 
 log = logging.getLogger(__name__)
 

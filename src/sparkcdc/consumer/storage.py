@@ -48,6 +48,7 @@ from sparkcdc.sink.mysql.applier import MySQLApplier
 from sparkcdc.sink.mysql.config import parse_mysql_sink
 from sparkcdc.sink.mysql.connection import connect
 from sparkcdc.sink.mysql.statements import quote_ident_raw
+from sparkcdc.sink.storage.config import StorageSettings
 from sparkcdc.sink.storage.layout import (
     METADATA_FILE,
     DataDir,
@@ -56,7 +57,6 @@ from sparkcdc.sink.storage.layout import (
     parse_schema_file_path,
 )
 from sparkcdc.sink.storage.schema_file import TableDefinition
-from sparkcdc.sink.storage.settings import StorageSettings
 
 log = logging.getLogger(__name__)
 

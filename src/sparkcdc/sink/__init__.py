@@ -1,7 +1,8 @@
 """Sinks: an explicit registry from URI scheme to implementation, loaded lazily.
 
-Owns one package per sink (``storage``, ``kafka``, ``mysql``, ``http``), each with its settings, sink
-(driver side) and writers (executor side), and ``base.py``, the contract they implement. May import:
+Owns one package per sink (``storage``, ``kafka``, ``mysql``, ``http``), each laid out alike:
+``config.py`` (its options), ``sink.py`` (the ``Sink``, driver side) and ``writer.py`` (the
+``PartitionWriter``, executor side), and ``base.py``, the contract they implement. May import:
 ``errors``, ``model``, ``config``, ``codec``, ``dispatch``; a sink package does not import another
 (``tests/unit/test_layering.py`` lists the one known exception); never pipeline, server or cli.
 """

@@ -22,7 +22,7 @@ from sparkcdc.model import ColumnInfo, IndexInfo, RowChange, TableInfo, compose_
 from sparkcdc.services.tansu import LocalTansu
 from sparkcdc.sink import create_sink
 from sparkcdc.sink.kafka import KafkaSink
-from sparkcdc.sink.kafka.sink import writer_group
+from sparkcdc.sink.kafka.writer import writer_group
 
 from .conftest import consume_all, run_batch
 

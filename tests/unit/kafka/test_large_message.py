@@ -12,6 +12,7 @@ import pytest
 from sparkcdc.config.replica import ReplicaConfig
 from sparkcdc.errors import DecodeError, MessageTooLargeError
 from sparkcdc.model import ColumnInfo, IndexInfo, RowChange, TableInfo
+from sparkcdc.sink.kafka.config import KafkaOptions, LargeMessageOptions
 from sparkcdc.sink.kafka.encoders import MessageEncoder
 from sparkcdc.sink.kafka.large_message import (
     ClaimCheckStorage,
@@ -20,7 +21,6 @@ from sparkcdc.sink.kafka.large_message import (
     message_size,
     parse_claim_check_body,
 )
-from sparkcdc.sink.kafka.options import KafkaOptions, LargeMessageOptions
 
 TABLE = TableInfo(
     "db",

@@ -6,7 +6,7 @@ import pytest
 
 from sparkcdc.config.replica import ReplicaConfig
 from sparkcdc.errors import ConfigError, SinkURIError
-from sparkcdc.sink.kafka.options import MAX_MAX_MESSAGE_BYTES, OPTIONS, KafkaOptions
+from sparkcdc.sink.kafka.config import MAX_MAX_MESSAGE_BYTES, OPTIONS, KafkaOptions
 
 BASE = "kafka://127.0.0.1:9092/t?protocol=canal-json"
 

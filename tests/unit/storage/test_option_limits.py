@@ -6,7 +6,7 @@ import pytest
 
 from sparkcdc.config.replica import ReplicaConfig
 from sparkcdc.errors import ConfigError, SinkURIError
-from sparkcdc.sink.storage.settings import OPTIONS, StorageSettings
+from sparkcdc.sink.storage.config import OPTIONS, StorageSettings
 
 URI = "file:///tmp/x?protocol=csv"
 SECTION = "[sink.cloud-storage-config]\n"

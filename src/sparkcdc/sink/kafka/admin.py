@@ -12,7 +12,7 @@ import time
 from typing import Any
 
 from sparkcdc.errors import ConfigError, SinkError, SinkUnavailable
-from sparkcdc.sink.kafka.options import DEFAULT_PARTITION_NUM, KafkaOptions
+from sparkcdc.sink.kafka.config import DEFAULT_PARTITION_NUM, KafkaOptions
 
 log = logging.getLogger(__name__)
 

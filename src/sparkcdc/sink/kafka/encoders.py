@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from sparkcdc.codec.base import CodecOptions, Encoder, KeyValue, ValueEncoder
 from sparkcdc.codec.base import build_encoder as build_codec
 from sparkcdc.errors import ConfigError, SinkURIError
-from sparkcdc.sink.kafka.options import KNOWN_PROTOCOLS, KafkaOptions
+from sparkcdc.sink.kafka.config import KNOWN_PROTOCOLS, KafkaOptions
 
 if TYPE_CHECKING:
     from sparkcdc.config.replica import ReplicaConfig

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from sparkcdc.errors import DecodeError, MessageTooLargeError, SinkError, SinkUnavailable
-from sparkcdc.sink.kafka.options import MESSAGE_OVERHEAD, LargeMessageOptions
+from sparkcdc.sink.kafka.config import MESSAGE_OVERHEAD, LargeMessageOptions
 
 if TYPE_CHECKING:
     from sparkcdc.model import RowChange, TableInfo

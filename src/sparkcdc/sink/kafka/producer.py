@@ -21,7 +21,7 @@ import time
 from typing import Any
 
 from sparkcdc.errors import MessageTooLargeError, SinkError, SinkUnavailable
-from sparkcdc.sink.kafka.options import KafkaOptions
+from sparkcdc.sink.kafka.config import KafkaOptions
 
 log = logging.getLogger(__name__)
 

@@ -20,15 +20,14 @@ from __future__ import annotations
 import json
 import logging
 import threading
-import zlib
 from typing import TYPE_CHECKING, Any
 
 from sparkcdc.dispatch.router import EventRouter
 from sparkcdc.sink.base import PartitionWriter, Sink, WriterContext
-from sparkcdc.sink.kafka.encoders import KeyValue, MessageEncoder, build_encoder, validate_protocol
-from sparkcdc.sink.kafka.large_message import LargeMessageHandler
-from sparkcdc.sink.kafka.options import DEFAULT_PARTITION_NUM, MESSAGE_OVERHEAD, KafkaOptions
+from sparkcdc.sink.kafka.config import DEFAULT_PARTITION_NUM, KafkaOptions
+from sparkcdc.sink.kafka.encoders import MessageEncoder, build_encoder, validate_protocol
 from sparkcdc.sink.kafka.producer import DeliveryTracker, get_producer
+from sparkcdc.sink.kafka.writer import KafkaPartitionWriter, _TableRoute, writer_group
 
 if TYPE_CHECKING:
     from sparkcdc.config.replica import ReplicaConfig
@@ -38,17 +37,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MAX_WRITERS = 16
-_OP_ORDER = {"D": 0, "U": 1, "I": 2}
 
 _ENCODER_LOCK = threading.Lock()
 _ENCODERS: dict[str, MessageEncoder] = {}
-
-
-def writer_group(topic: str, partition: int, num_writers: int) -> int:
-    """The writer group of a Kafka partition: a topic's partitions spread over consecutive groups."""
-    if num_writers <= 1:
-        return 0
-    return (zlib.crc32(topic.encode()) + partition) % num_writers
 
 
 class KafkaSink(Sink):
@@ -251,179 +242,3 @@ class KafkaSink(Sink):
         from sparkcdc.sink.kafka.producer import close_all_producers
 
         close_all_producers()
-
-
-class _TableRoute:
-    """What a writer reuses for every row of one table: topic, partition rule, key columns, encoder."""
-
-    __slots__ = (
-        "dispatcher",
-        "encode_value",
-        "fixed_partition",
-        "key_indexes",
-        "num_partitions",
-        "table",
-        "topic",
-    )
-
-    def __init__(
-        self, sink: KafkaSink, encoder: MessageEncoder | None, row: RowChange, table: TableInfo
-    ) -> None:
-        from sparkcdc.codec.values import key_column_indexes
-
-        self.table = table
-        route = sink.router.match(row.schema, row.table)
-        self.topic: str = route.topic.topic(row.schema, row.table)
-        self.num_partitions = sink.num_partitions_of(self.topic)
-        self.dispatcher = route.partition
-        # table and fixed rules give every row of a table the same partition
-        self.fixed_partition: int | None = (
-            self.dispatcher.partition(row, table, self.num_partitions)
-            if self.dispatcher.kind in ("table", "fixed")
-            else None
-        )
-        self.key_indexes = tuple(sorted(key_column_indexes(table)))
-        self.encode_value = None if encoder is None else encoder.value_encoder(row, table)
-
-
-class KafkaPartitionWriter(PartitionWriter):
-    """Produces one writer group's rows; ``close()`` returns only once the broker acknowledged all of them."""
-
-    def __init__(self, sink: KafkaSink, ctx: WriterContext) -> None:
-        self.sink = sink
-        self.ctx = ctx
-        self.encoder = sink.encoder()
-        self.tracker = DeliveryTracker(get_producer(sink.options), sink.max_message_bytes)
-        self.large = LargeMessageHandler(
-            sink.options.large_message, sink.max_message_bytes, sink.options.protocol
-        )
-        self.topics: dict[str, int] = {}
-        self._txn: list[tuple[RowChange, TableInfo, _TableRoute]] = []
-        self._txn_ts: int | None = None
-        self._txn_split = False
-        self._routes: dict[tuple[str, str, int], _TableRoute] = {}
-        self.rows = 0
-
-    def _route_of(self, row: RowChange, table: TableInfo) -> _TableRoute:
-        key = (row.schema, row.table, id(table))
-        tr = self._routes.get(key)
-        if tr is None or tr.table is not table:
-            tr = _TableRoute(self.sink, self.encoder, row, table)
-            self._routes[key] = tr
-            self.topics.setdefault(tr.topic, tr.num_partitions)
-        return tr
-
-    def write(self, row: RowChange, table: TableInfo) -> None:
-        """Buffer the row's transaction; a transaction is sent once the next one starts."""
-        if row.commit_ts != self._txn_ts:
-            if self._txn:
-                self._flush_txn()
-            self._txn_ts = row.commit_ts
-        tr = self._routes.get((row.schema, row.table, id(table)))
-        if tr is None or tr.table is not table:
-            tr = self._route_of(row, table)
-        self.rows += 1
-        if row.op == "U":
-            parts = self.sink.split(row, table, tr.key_indexes)
-            if parts is not None:
-                # spec §7: a key-changing UPDATE becomes DELETE + INSERT, the transaction is reordered
-                for part in parts:
-                    self._txn.append((part, table, tr))
-                self._txn_split = True
-                return
-        self._txn.append((row, table, tr))
-
-    def write_rows(self, rows: list[RowChange], table: TableInfo) -> None:
-        """``write`` for consecutive rows of one table in one transaction (one route lookup)."""
-        first = rows[0]
-        if first.commit_ts != self._txn_ts:
-            if self._txn:
-                self._flush_txn()
-            self._txn_ts = first.commit_ts
-        if rows[-1].commit_ts != first.commit_ts:  # not one transaction after all: row by row
-            for row in rows:
-                self.write(row, table)
-            return
-        tr = self._routes.get((first.schema, first.table, id(table)))
-        if tr is None or tr.table is not table:
-            tr = self._route_of(first, table)
-        self.rows += len(rows)
-        txn = self._txn
-        split = self.sink.split
-        key_indexes = tr.key_indexes
-        for row in rows:
-            if row.op == "U":
-                parts = split(row, table, key_indexes)
-                if parts is not None:
-                    # spec §7: a key-changing UPDATE becomes DELETE + INSERT, the transaction is reordered
-                    for part in parts:
-                        txn.append((part, table, tr))
-                    self._txn_split = True
-                    continue
-            txn.append((row, table, tr))
-
-    def _flush_txn(self) -> None:
-        txn = self._txn
-        if self._txn_split:
-            # spec §7: once an UPDATE was split, the transaction is ordered DELETE < UPDATE < INSERT
-            txn.sort(key=_op_rank)
-        tracker = self.tracker
-        limit = self.large.max_message_bytes - MESSAGE_OVERHEAD
-        producer = tracker.shared.producer
-        on_delivery = tracker.on_delivery
-        sent = nbytes = 0
-        try:
-            for row, table, tr in txn:
-                partition = tr.fixed_partition
-                if partition is None:
-                    partition = tr.dispatcher.partition(row, table, tr.num_partitions)
-                topic = tr.topic
-                encode_value = tr.encode_value
-                if encode_value is not None:
-                    value = encode_value(row)
-                    if len(value) <= limit:
-                        # the common case, inline: one keyless message that fits
-                        try:
-                            producer.produce(topic, value, None, partition, on_delivery)
-                        except BufferError:
-                            tracker.produce(topic, partition, None, value)
-                            continue
-                        sent += 1
-                        nbytes += len(value)
-                        continue
-                    messages: list[KeyValue] = [(None, value)]
-                else:
-                    messages = self.encoder.encode_row(row, table, topic)
-                for key, payload in self.large.check(self.encoder, row, table, messages):
-                    tracker.produce(topic, partition, key, payload)
-        finally:
-            tracker.sent += sent
-            tracker.bytes += nbytes
-            if sent:
-                producer.poll(0)
-        self._txn = []
-        self._txn_ts = None
-        self._txn_split = False
-
-    def close(self) -> dict[str, Any]:
-        """Send the last transaction, wait for every acknowledgement, report what was written."""
-        if self._txn:
-            self._flush_txn()
-        self.tracker.wait()
-        return {
-            "writer": self.ctx.writer_id,
-            "rows": self.rows,
-            "messages": self.tracker.sent,
-            "bytes": self.tracker.bytes,
-            "large_messages": self.large.handled,
-            "topics": self.topics,
-        }
-
-    def abort(self) -> None:
-        """Drop the unsent transaction (queued messages may still be delivered: at-least-once)."""
-        self._txn = []
-        self._txn_ts = None
-
-
-def _op_rank(item: tuple[RowChange, TableInfo, _TableRoute]) -> int:
-    return _OP_ORDER[item[0].op]

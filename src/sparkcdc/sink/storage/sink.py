@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING, Any
 
 from sparkcdc.model import DDLEvent, DDLType
 from sparkcdc.sink.base import PartitionWriter, Sink, WriterContext
+from sparkcdc.sink.storage.config import StorageSettings
 from sparkcdc.sink.storage.encoding import RowEncoder
 from sparkcdc.sink.storage.layout import METADATA_FILE, metadata_body, parse_schema_file_path, schema_meta_dir
 from sparkcdc.sink.storage.schema_file import TableDefinition
-from sparkcdc.sink.storage.settings import StorageSettings
 from sparkcdc.sink.storage.writer import StorageWriter, publish_staged, staging_dir
 
 if TYPE_CHECKING:

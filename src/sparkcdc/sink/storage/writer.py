@@ -23,6 +23,7 @@ from sparkcdc.errors import SchemaError
 from sparkcdc.model import RowChange, TableInfo
 from sparkcdc.sink.base import PartitionWriter, WriterContext
 from sparkcdc.sink.storage.backend import StorageBackend
+from sparkcdc.sink.storage.config import StorageSettings
 from sparkcdc.sink.storage.encoding import RowEncoder, split_update
 from sparkcdc.sink.storage.layout import (
     DataDir,
@@ -33,7 +34,6 @@ from sparkcdc.sink.storage.layout import (
     schema_meta_dir,
 )
 from sparkcdc.sink.storage.schema_file import TableDefinition
-from sparkcdc.sink.storage.settings import StorageSettings
 
 log = logging.getLogger(__name__)
 

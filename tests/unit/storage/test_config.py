@@ -9,7 +9,7 @@ import pytest
 from sparkcdc.config.replica import ReplicaConfig
 from sparkcdc.errors import ConfigError, SinkURIError
 from sparkcdc.sink.storage.backend import StorageBackend
-from sparkcdc.sink.storage.settings import StorageSettings
+from sparkcdc.sink.storage.config import StorageSettings
 
 
 def settings(uri: str, toml: str = "") -> StorageSettings:

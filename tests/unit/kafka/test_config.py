@@ -9,8 +9,8 @@ import pytest
 from sparkcdc.config.replica import ReplicaConfig
 from sparkcdc.errors import ConfigError, SinkURIError
 from sparkcdc.sink.kafka import KafkaSink
+from sparkcdc.sink.kafka.config import KafkaOptions
 from sparkcdc.sink.kafka.encoders import KAFKA_PROTOCOLS, check_supported
-from sparkcdc.sink.kafka.options import KafkaOptions
 
 BASE = "kafka://127.0.0.1:9092,127.0.0.2:9093/topic-a"
 

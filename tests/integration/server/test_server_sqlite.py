@@ -484,6 +484,14 @@ def test_sink_outage_shows_a_warning_and_recovers(
         assert warned["state"] == "normal" and warned["last_error"] is None
         assert "CDC:ErrSinkUnavailable" in warned["last_warning"] or "Unavailable" in warned["last_warning"]
         assert SINK_SECRET not in json.dumps(warned)
+        # the retries are counted by the warning's error code on /metrics
+        code = warned["last_warning"][1 : warned["last_warning"].index("]")]
+        metrics = httpx.get(
+            f"{server.url}/metrics", headers={"Authorization": f"Bearer {TOKEN}"}, timeout=5
+        ).text
+        for name in ("sparkcdc_changefeed_errors_total", "sparkcdc_changefeed_retries_total"):
+            series = f'{name}{{changefeed="to-mysql",code="{code}",namespace="default"}}'
+            assert series in metrics and float(metrics.split(series, 1)[1].split()[0]) >= 1, metrics[-3000:]
         down.start()
         wait_until(
             lambda: down.query(f"SELECT item FROM {DB}.orders WHERE id = 10") == [("during outage",)],

@@ -170,10 +170,12 @@ function drawChart(canvas, points, value, color, unit) {
   const pad = { left: 52, right: 10, top: 10, bottom: 22 };
   const w = cssW - pad.left - pad.right, h = cssH - pad.top - pad.bottom;
   const now = Date.now() / 1000;
-  const t0 = now - HOUR_S;
+  // The samples of the last hour; a younger history fills the width (at least a minute of it).
+  const span = Math.min(HOUR_S, Math.max(60, points.length ? now - points[0].time : 0));
+  const t0 = now - span;
   const values = points.map(value);
-  const top = niceMax(Math.max(1e-9, ...values, 0));
-  const x = (t) => pad.left + ((t - t0) / HOUR_S) * w;
+  const top = 4 * niceStep(Math.max(1e-9, ...values, 0) / 4);
+  const x = (t) => pad.left + ((t - t0) / span) * w;
   const y = (v) => pad.top + h - (v / top) * h;
   ctx.font = "11px system-ui, sans-serif";
   ctx.fillStyle = "#667085";
@@ -186,8 +188,10 @@ function drawChart(canvas, points, value, color, unit) {
     ctx.fillText(shortNumber(v) + unit, pad.left - 6, yy);
   }
   ctx.textAlign = "center"; ctx.textBaseline = "top";
-  for (const m of [60, 45, 30, 15, 0]) {
-    ctx.fillText(m ? `-${m} min` : "now", x(now - m * 60), pad.top + h + 5);
+  for (const k of [4, 3, 2, 1, 0]) {
+    const ago = (span * k) / 4;
+    const label = k === 0 ? "now" : ago >= 120 ? `-${Math.round(ago / 60)} min` : `-${Math.round(ago)} s`;
+    ctx.fillText(label, x(now - ago), pad.top + h + 5);
   }
   if (points.length) {
     ctx.strokeStyle = color;
@@ -206,9 +210,10 @@ function drawChart(canvas, points, value, color, unit) {
   }
   canvas.dataset.points = String(points.length);
   canvas.dataset.max = String(Math.max(0, ...values));
+  canvas.dataset.last = String(values.length ? values[values.length - 1] : 0);
 }
 
-function niceMax(v) {
+function niceStep(v) {
   const exp = Math.pow(10, Math.floor(Math.log10(v)));
   for (const m of [1, 2, 2.5, 5, 10]) if (v <= m * exp) return m * exp;
   return 10 * exp;

@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 from sparkcdc.config.replica import ReplicaConfig
 from sparkcdc.config.uri import parse_duration
 from sparkcdc.errors import ConfigError
-from sparkcdc.sink.storage.backend import STORAGE_SCHEMES
+from sparkcdc.sink.objectstore import STORAGE_SCHEMES
 
 KAFKA_SCHEMES = ("kafka", "kafka+ssl")
 

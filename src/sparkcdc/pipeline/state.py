@@ -35,7 +35,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from sparkcdc.config.uri import ParsedURI, redact_uri
 from sparkcdc.errors import ConfigError, SchemaError, SparkCdcError, StateStorageError
-from sparkcdc.sink.storage.backend import StorageBackend
+from sparkcdc.sink.objectstore import StorageBackend
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 STATE_SCHEMES = ("file", "s3", "gcs", "gs", "azure", "azblob")

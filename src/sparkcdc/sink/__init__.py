@@ -2,9 +2,11 @@
 
 Owns one package per sink (``storage``, ``kafka``, ``mysql``, ``http``), each laid out alike:
 ``config.py`` (its options), ``sink.py`` (the ``Sink``, driver side) and ``writer.py`` (the
-``PartitionWriter``, executor side), and ``base.py``, the contract they implement. May import:
-``errors``, ``model``, ``config``, ``codec``, ``dispatch``; a sink package does not import another
-(``tests/unit/test_layering.py`` lists the one known exception); never pipeline, server or cli.
+``PartitionWriter``, executor side); the shared modules beside them: ``base.py``, the contract they
+implement, and ``objectstore.py``, files on local disk, S3, GCS or Azure through fsspec (the storage
+sink's files, the Kafka sink's claim-check store, the data dir). May import: ``errors``, ``model``,
+``config``, ``codec``, ``dispatch``; a sink package does not import another
+(``tests/unit/test_layering.py``); never pipeline, server or cli.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ import pytest
 
 from sparkcdc.config.replica import ReplicaConfig
 from sparkcdc.errors import ConfigError, SinkURIError
-from sparkcdc.sink.storage.backend import StorageBackend
+from sparkcdc.sink.objectstore import StorageBackend
 from sparkcdc.sink.storage.config import StorageSettings
 
 

@@ -19,13 +19,14 @@ from __future__ import annotations
 
 import base64
 import json
-import posixpath
 import uuid
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from sparkcdc.config.uri import ParsedURI
 from sparkcdc.errors import DecodeError, MessageTooLargeError, SinkError, SinkUnavailable
 from sparkcdc.sink.kafka.config import MESSAGE_OVERHEAD, LargeMessageOptions
+from sparkcdc.sink.objectstore import StorageBackend
 
 if TYPE_CHECKING:
     from sparkcdc.model import RowChange, TableInfo
@@ -81,23 +82,16 @@ class ClaimCheckStorage:
     def __init__(self, uri: str) -> None:
         self.uri = uri
         self.base = _strip_query(uri)
-        self._backend: Any = None
+        self._backend: StorageBackend | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         return {"uri": self.uri, "base": self.base, "_backend": None}
 
-    def _open(self) -> Any:
+    def _open(self) -> StorageBackend:
         if self._backend is None:
-            from sparkcdc.config.uri import ParsedURI
-
-            try:
-                from sparkcdc.sink.storage.backend import StorageBackend
-            except ImportError:  # the storage sink is optional here: plain fsspec does the job
-                self._backend = _FsspecBackend(self.uri)
-            else:
-                p = ParsedURI.parse(self.uri)
-                self._backend = StorageBackend.from_uri(p)
-                p.reject_unknown()
+            p = ParsedURI.parse(self.uri)
+            self._backend = StorageBackend.from_uri(p)
+            p.reject_unknown()
         return self._backend
 
     def location(self, name: str) -> str:
@@ -129,28 +123,6 @@ class ClaimCheckStorage:
         if data is None:
             raise DecodeError(f"claim-check object {location!r} does not exist (deleted or wrong storage?)")
         return bytes(data)
-
-
-class _FsspecBackend:
-    """Minimal fsspec-based write/read under a root URI (fallback when the storage sink is absent)."""
-
-    def __init__(self, uri: str) -> None:
-        import fsspec
-
-        base = _strip_query(uri)
-        self.fs, self.root = fsspec.core.url_to_fs(base)
-
-    def write(self, rel: str, data: bytes) -> None:
-        path = posixpath.join(self.root, rel)
-        self.fs.makedirs(posixpath.dirname(path), exist_ok=True)
-        self.fs.pipe_file(path, data)
-
-    def read(self, rel: str) -> bytes | None:
-        try:
-            data: bytes = self.fs.cat_file(posixpath.join(self.root, rel))
-            return data
-        except FileNotFoundError:
-            return None
 
 
 class LargeMessageHandler:

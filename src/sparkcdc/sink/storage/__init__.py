@@ -5,13 +5,13 @@
 - ``sink.py``: ``StorageSink``, the driver side (schema files, DDL, publishing staged files,
   the ``metadata`` checkpoint on commit);
 - ``writer.py``: ``StorageWriter``, the executor side (data files and their index, staging);
-- ``backend.py``: object storage through fsspec (file, s3, gcs, azure);
+- ``sparkcdc.sink.objectstore`` (shared): object storage through fsspec (file, s3, gcs, azure);
 - ``layout.py``: TiCDC's data, index, schema and metadata paths;
 - ``schema_file.py``: schema files (``TableDefinition``, its checksum and inverse);
 - ``encoding.py``: the row encoding of data files (one value per line).
 """
 
-from sparkcdc.sink.storage.backend import STORAGE_SCHEMES, StorageBackend
+from sparkcdc.sink.objectstore import STORAGE_SCHEMES, StorageBackend
 from sparkcdc.sink.storage.config import StorageSettings
 from sparkcdc.sink.storage.schema_file import TableDefinition
 from sparkcdc.sink.storage.sink import StorageSink

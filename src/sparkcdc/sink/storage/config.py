@@ -13,7 +13,7 @@ from sparkcdc.config.options import MIB, Kind, Option, OptionTable, resolve
 from sparkcdc.config.replica import ReplicaConfig
 from sparkcdc.config.uri import ParsedURI, redact_uri
 from sparkcdc.errors import ConfigError, SinkURIError
-from sparkcdc.sink.storage.backend import StorageBackend
+from sparkcdc.sink.objectstore import StorageBackend
 from sparkcdc.sink.storage.layout import EXTENSIONS, check_date_separator, effective_index_width
 
 PROTOCOLS = ("csv", "canal-json")

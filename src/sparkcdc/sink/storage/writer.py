@@ -22,7 +22,7 @@ from typing import Any
 from sparkcdc.errors import SchemaError
 from sparkcdc.model import RowChange, TableInfo
 from sparkcdc.sink.base import PartitionWriter, WriterContext
-from sparkcdc.sink.storage.backend import StorageBackend
+from sparkcdc.sink.objectstore import StorageBackend
 from sparkcdc.sink.storage.config import StorageSettings
 from sparkcdc.sink.storage.encoding import RowEncoder, split_update
 from sparkcdc.sink.storage.layout import (

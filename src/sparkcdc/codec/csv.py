@@ -84,7 +84,28 @@ def validate_csv_config(csv: CSVConfig, *, delete_only_output_handle_key_columns
 # ------------------------------------------------------------------ encoder
 
 
-class CSVEncoder(Encoder):
+class _CSVFormat:
+    """The record format both directions share: ``[sink.csv]``, the terminator and the per-use overrides."""
+
+    def __init__(
+        self,
+        csv: CSVConfig,
+        terminator: str,
+        include_commit_ts: bool | None,
+        output_old_value: bool | None,
+        output_handle_key: bool | None,
+    ) -> None:
+        self.csv = csv
+        self.terminator = terminator
+        self.delimiter = csv.delimiter
+        self.quote = csv.quote
+        self.null = csv.null
+        self.include_commit_ts = csv.include_commit_ts if include_commit_ts is None else include_commit_ts
+        self.output_old_value = csv.output_old_value if output_old_value is None else output_old_value
+        self.output_handle_key = csv.output_handle_key if output_handle_key is None else output_handle_key
+
+
+class CSVEncoder(_CSVFormat, Encoder):
     """Encodes row changes as TiCDC CSV records.
 
     Each table gets a row encoder (``row_encoder``) holding one formatter per column, chosen
@@ -119,14 +140,7 @@ class CSVEncoder(Encoder):
     ) -> None:
         csv = csv or CSVConfig()
         validate_csv_config(csv, delete_only_output_handle_key_columns=delete_only_output_handle_key_columns)
-        self.csv = csv
-        self.terminator = terminator
-        self.delimiter = csv.delimiter
-        self.quote = csv.quote
-        self.null = csv.null
-        self.include_commit_ts = csv.include_commit_ts if include_commit_ts is None else include_commit_ts
-        self.output_old_value = csv.output_old_value if output_old_value is None else output_old_value
-        self.output_handle_key = csv.output_handle_key if output_handle_key is None else output_handle_key
+        _CSVFormat.__init__(self, csv, terminator, include_commit_ts, output_old_value, output_handle_key)
         self.output_field_header = csv.output_field_header
         self.binary_encoding = csv.binary_encoding_method
         self.style = FieldStyle(self.quote, self.delimiter, self.null, self.binary_encoding)
@@ -295,7 +309,7 @@ class CSVRecord:
 _Field = tuple[str | None, bool]  # (text, quoted); text None for NULL
 
 
-class CSVDecoder:
+class CSVDecoder(_CSVFormat):
     """Reads TiCDC CSV back into typed values (the inverse of ``CSVEncoder``)."""
 
     def __init__(
@@ -310,14 +324,7 @@ class CSVDecoder:
         validate_csv_config(csv)
         if not terminator:
             raise ConfigError("csv terminator cannot be empty; use \\r\\n, \\n or \\r")
-        self.csv = csv
-        self.terminator = terminator
-        self.delimiter = csv.delimiter
-        self.quote = csv.quote
-        self.null = csv.null
-        self.include_commit_ts = csv.include_commit_ts if include_commit_ts is None else include_commit_ts
-        self.output_old_value = csv.output_old_value if output_old_value is None else output_old_value
-        self.output_handle_key = csv.output_handle_key if output_handle_key is None else output_handle_key
+        _CSVFormat.__init__(self, csv, terminator, include_commit_ts, output_old_value, output_handle_key)
         self.binary_encoding = csv.binary_encoding_method
         if self.quote:
             self._special = re.compile(re.escape(self.delimiter) + "|" + re.escape(terminator))

@@ -168,20 +168,11 @@ def canal_message_to_row_change(msg: CanalMessage, table: TableInfo) -> RowChang
             out.append(canal_value_to_model(raw, c))
         return tuple(out)
 
-    after = image(data, None)
+    after: tuple[Any, ...] | None = image(data, None)
     before: tuple[Any, ...] | None = None
     if op == "D":
-        before, after_img = after, None
-        return RowChange(
-            op=op,
-            schema=msg.database,
-            table=msg.table,
-            table_version=table.version,
-            commit_ts=msg.commit_ts or 0,
-            before=before,
-            after=after_img,
-        )
-    if op == "U" and msg.old:
+        before, after = after, None
+    elif op == "U" and msg.old:
         before = image(msg.old[0], data)
     return RowChange(
         op=op,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -94,31 +95,14 @@ class DDLApplier:
         return d
 
     def run(self, st: Any) -> list[DDLEvent]:
-        if isinstance(st, CreateDatabase):
-            return self.create_database(st)
-        if isinstance(st, AlterDatabase):
-            return self.alter_database(st)
-        if isinstance(st, DropDatabase):
-            return self.drop_database(st)
-        if isinstance(st, CreateTable):
-            return self.create_table(st)
-        if isinstance(st, DropTable):
-            return self.drop_table(st)
-        if isinstance(st, TruncateTable):
-            return self.truncate(st)
-        if isinstance(st, RenameTable):
-            return self.rename(st)
-        if isinstance(st, AlterTable):
-            return self.alter_table(st)
         if isinstance(st, CreateIndex):
-            return self.alter_table(AlterTable(st.table, [AlterSpec("add_index", index=st.index)]))
-        if isinstance(st, DropIndex):
-            return self.alter_table(
-                AlterTable(st.table, [AlterSpec("drop_index", name=st.name, if_exists=st.if_exists)])
-            )
-        if isinstance(st, ViewStmt):
-            return self.view(st)
-        raise SchemaError(f"unsupported statement {type(st).__name__}: {clip_sql(self.query)!r}")
+            st = AlterTable(st.table, [AlterSpec("add_index", index=st.index)])
+        elif isinstance(st, DropIndex):
+            st = AlterTable(st.table, [AlterSpec("drop_index", name=st.name, if_exists=st.if_exists)])
+        apply = _APPLY.get(type(st))
+        if apply is None:
+            raise SchemaError(f"unsupported statement {type(st).__name__}: {clip_sql(self.query)!r}")
+        return apply(self, st)
 
     # -- databases ---------------------------------------------------------------------------
     def create_database(self, st: CreateDatabase) -> list[DDLEvent]:
@@ -431,3 +415,17 @@ def _classify(specs: list[AlterSpec]) -> DDLType:
         if a == "rename_table":
             return DDLType.RENAME_TABLE
     return DDLType.ALTER_TABLE
+
+
+_APPLY: dict[type, Callable[[DDLApplier, Any], list[DDLEvent]]] = {
+    CreateDatabase: DDLApplier.create_database,
+    AlterDatabase: DDLApplier.alter_database,
+    DropDatabase: DDLApplier.drop_database,
+    CreateTable: DDLApplier.create_table,
+    DropTable: DDLApplier.drop_table,
+    TruncateTable: DDLApplier.truncate,
+    RenameTable: DDLApplier.rename,
+    AlterTable: DDLApplier.alter_table,
+    ViewStmt: DDLApplier.view,
+}
+"""Statement class → what it does to the catalog (CREATE/DROP INDEX run as ALTER TABLE)."""

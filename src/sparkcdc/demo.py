@@ -11,8 +11,37 @@ import glob
 import os
 import random
 import sys
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from decimal import Decimal
+
+JVM_NOTICES = (b"WARNING: Using incubator modules: jdk.incubator.vector",)
+"""What the JVM prints because Spark's launcher always adds that module: nothing to act on."""
+
+
+@contextmanager
+def jvm_stderr_without_notices() -> Iterator[None]:
+    """Start Spark's JVM inside: its stderr passes through a relay that drops ``JVM_NOTICES``."""
+    read_fd, write_fd = os.pipe()
+    terminal = os.dup(2)
+
+    def relay() -> None:
+        with os.fdopen(read_fd, "rb", buffering=0) as src:
+            for line in iter(src.readline, b""):
+                if line.rstrip(b"\r\n") not in JVM_NOTICES:
+                    os.write(terminal, line)
+
+    threading.Thread(target=relay, name="jvm-stderr", daemon=True).start()
+    sys.stderr.flush()
+    os.dup2(write_fd, 2)  # the JVM (and its Python workers) inherit the relay's end
+    os.close(write_fd)
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(terminal, 2)
 
 
 def workload(db: object, rows: int) -> None:
@@ -58,11 +87,13 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from sparkcdc.capture.start import query_tso
     from sparkcdc.capture.upstream import UpstreamConfig
+    from sparkcdc.cli.logs import configure
     from sparkcdc.config.replica import ReplicaConfig
     from sparkcdc.pipeline.changefeed import ChangefeedSpec, start_changefeed
     from sparkcdc.pipeline.spark import get_spark
     from sparkcdc.services.mariadb import LocalMariaDB
 
+    configure("info", "text")
     print("starting a local MariaDB with a ROW binlog ...", flush=True)
     with LocalMariaDB() as db:
         up = UpstreamConfig.from_uri(db.uri)
@@ -85,7 +116,8 @@ def main(argv: list[str] | None = None) -> int:
             checkpoint_dir=os.path.join(args.out, "state", f"run-{int(time.time())}"),
         )
         print(f"starting Spark and the changefeed {spec.changefeed_id} -> {sink_uri}", flush=True)
-        spark = get_spark("local[2]")
+        with jvm_stderr_without_notices():
+            spark = get_spark("local[2]")
         running = start_changefeed(spark, spec)
         try:
             if not running.wait(timeout=600):

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 from typing import Any
+
+LOG4J2_CONFIG = Path(__file__).resolve().parent / "log4j2.properties"
 
 _registered: set[int] = set()
 
@@ -38,9 +41,16 @@ def get_spark(
         "spark.executorEnv.PYSPARK_PYTHON": os.environ["PYSPARK_PYTHON"],
     }
     if master is not None and master.startswith("local"):
-        # A local Spark talks only to itself: keep the driver on loopback.
+        # A local Spark talks only to itself: keep the driver on loopback (the variable also keeps
+        # the JVM from warning that the host name resolves to a loopback address).
         defaults["spark.driver.host"] = "127.0.0.1"
         defaults["spark.driver.bindAddress"] = "127.0.0.1"
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        if "SPARK_CONF_DIR" not in os.environ:
+            # Warnings and errors from the start, without the start-up notes of Spark's default profile.
+            defaults["spark.driver.defaultJavaOptions"] = (
+                f"-Dlog4j2.configurationFile={LOG4J2_CONFIG.as_uri()}"
+            )
     settings = {**defaults, **(conf or {})}
     for k, v in settings.items():
         builder = builder.config(k, v)

@@ -1,0 +1,74 @@
+"""A changefeed started in the past: one info line says what happens, and older rows decode without warnings.
+
+The schema history is bootstrapped with the upstream's current tables at the binlog head; rows
+written before a later ``ALTER TABLE`` have fewer columns than that shape. They are decoded with
+their binlog table map, which is expected there (no warning); the same mismatch in rows read as
+if they were newer than the bootstrap is still a warning.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+
+from sparkcdc.capture.reader import RowReader, TableShapes
+from sparkcdc.capture.schema_history import SchemaHistory
+from sparkcdc.capture.start import head_offset
+from sparkcdc.model import RowChange
+from sparkcdc.pipeline.start import bootstrap_history
+from sparkcdc.pipeline.state import open_history_store
+from sparkcdc.services.mariadb import LocalMariaDB
+
+from .helpers import upstream
+
+pytestmark = pytest.mark.integration
+
+MISMATCH = "differ from the tracked shape"
+
+
+def test_start_in_the_past(
+    mariadb: LocalMariaDB, fresh_db: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    up = upstream(mariadb)
+    mariadb.execute(f"CREATE TABLE `{fresh_db}`.t (id INT PRIMARY KEY, a VARCHAR(10))")
+    start = head_offset(up)
+    mariadb.execute(
+        f"INSERT INTO `{fresh_db}`.t VALUES (1, 'old'), (2, 'old')",
+        f"ALTER TABLE `{fresh_db}`.t ADD COLUMN b INT",
+        f"INSERT INTO `{fresh_db}`.t VALUES (3, 'new', 3)",
+    )
+    head = head_offset(up)
+    history_path = str(tmp_path / "schema_history.jsonl")
+    with caplog.at_level(logging.INFO, logger="sparkcdc"):
+        _ts, pos = bootstrap_history(up, history_path, start)
+        bootstrap_history(up, history_path, start)  # a restart: already bootstrapped, nothing said
+    said = [r for r in caplog.records if r.name == "sparkcdc.pipeline.start"]
+    assert len(said) == 1 and said[0].levelno == logging.INFO
+    assert "starting in the past" in said[0].getMessage()
+    assert f"{start.file}:{start.pos}" in said[0].getMessage()
+    assert pos is not None and (pos[0], pos[1]) == (head.file, head.pos)
+
+    tracked = SchemaHistory.open(open_history_store(history_path)).catalog_at(start.ts).get(fresh_db, "t")
+    assert tracked is not None and list(tracked.column_names) == ["id", "a", "b"]
+
+    def read(shapes_from: tuple[int, int] | None) -> list[RowChange]:
+        caplog.clear()
+        reader = RowReader(
+            up,
+            start,
+            head,
+            shapes=TableShapes(lambda s, t: tracked if (s, t) == (fresh_db, "t") else None),
+            shapes_from=shapes_from,
+        )
+        with caplog.at_level(logging.DEBUG, logger="sparkcdc.capture.reader"):
+            return [ev for ev in reader.events() if isinstance(ev, RowChange) and ev.schema == fresh_db]
+
+    rows = read(head.key())
+    assert [r.after for r in rows] == [(1, "old"), (2, "old"), (3, "new", 3)]
+    mismatches = [r for r in caplog.records if MISMATCH in r.getMessage()]
+    assert mismatches and all(r.levelno == logging.DEBUG for r in mismatches)
+    # the same rows taken for newer than the bootstrap: a real divergence, and a warning
+    read(None)
+    assert [r.levelno for r in caplog.records if MISMATCH in r.getMessage()] == [logging.WARNING]

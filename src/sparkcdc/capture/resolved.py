@@ -107,9 +107,17 @@ class UpstreamClock:
         return resolved_bound(now_us, oldest)
 
     def _read(self) -> tuple[int, int | None]:
-        if self._conn is None:
-            self._conn = self.up.connect()
-        with self._conn.cursor() as cur:
+        if self._conn is not None:
+            try:
+                return self._query(self._conn)
+            except pymysql.err.OperationalError:
+                self.close()  # the kept connection went away (a restart, a timeout): one new try
+        self._conn = self.up.connect()
+        return self._query(self._conn)
+
+    @staticmethod
+    def _query(conn: pymysql.connections.Connection) -> tuple[int, int | None]:
+        with conn.cursor() as cur:
             cur.execute(CLOCK_SQL)
             row = cur.fetchone()
         assert row is not None

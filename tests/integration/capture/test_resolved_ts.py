@@ -4,6 +4,7 @@ and the chain state it raises gives later transactions larger commit_ts on every
 from __future__ import annotations
 
 import itertools
+import logging
 import time
 from pathlib import Path
 
@@ -191,7 +192,9 @@ def test_target_ts_is_resolved_exactly(mariadb: LocalMariaDB, fresh_db: str, tmp
     assert planner.next_batch(at) is None
 
 
-def test_clock_reading_without_the_process_privilege_gives_no_bound(mariadb: LocalMariaDB) -> None:
+def test_clock_reading_without_the_process_privilege_gives_no_bound(
+    mariadb: LocalMariaDB, caplog: pytest.LogCaptureFixture
+) -> None:
     mariadb.execute(
         "CREATE USER IF NOT EXISTS 'noproc'@'%' IDENTIFIED BY 'pw'",
         "GRANT REPLICATION SLAVE, REPLICATION CLIENT, SELECT ON *.* TO 'noproc'@'%'",
@@ -199,8 +202,10 @@ def test_clock_reading_without_the_process_privilege_gives_no_bound(mariadb: Loc
     base = UpstreamConfig.from_uri(mariadb.uri)
     clock = UpstreamClock(UpstreamConfig(base.host, base.port, "noproc", "pw"))
     try:
-        assert clock.resolved_bound() is None
+        with caplog.at_level(logging.WARNING, logger="sparkcdc.capture.resolved"):
+            assert clock.resolved_bound() is None
         assert not clock.due(), "a refused reading is not retried at once"
+        assert "GRANT PROCESS ON *.* TO 'noproc'" in caplog.text
     finally:
         clock.close()
         mariadb.execute("DROP USER IF EXISTS 'noproc'@'%'")

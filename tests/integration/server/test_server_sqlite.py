@@ -450,6 +450,45 @@ def test_target_ts_finishes(server: ServerProc, upstream: LocalMariaDB, tmp_path
     no_secrets()
 
 
+def test_an_idle_changefeed_checkpoint_follows_the_clock(
+    server: ServerProc, upstream: LocalMariaDB, tmp_path: Path
+) -> None:
+    from sparkcdc.capture.start import query_tso
+    from sparkcdc.capture.upstream import UpstreamConfig
+    from sparkcdc.model.ts import physical_ms
+
+    sink = f"file://{tmp_path}/idle?protocol=canal-json"
+    cli(
+        server,
+        "changefeed",
+        "create",
+        "-c",
+        "idle-feed",
+        "--sink-uri",
+        sink,
+        "--upstream-uri",
+        up_uri(upstream),
+    )
+    upstream.execute(f"INSERT INTO {DB}.other VALUES (300)")
+    tso = query_tso(UpstreamConfig.from_uri(up_uri(upstream)))
+
+    def checkpoint() -> int:
+        return int(cli(server, "changefeed", "query", "-c", "idle-feed", "-s")["checkpoint_tso"])
+
+    wait_until(lambda: checkpoint() >= tso, timeout=180, interval=0.5, what="the checkpoint to reach the tso")
+    # Nothing is written any more: `changefeed query` still shows the checkpoint moving with the clock.
+    first = checkpoint()
+    wait_until(
+        lambda: physical_ms(checkpoint()) >= physical_ms(first) + 3000,
+        timeout=30,
+        interval=0.5,
+        what="the checkpoint of an idle changefeed to move",
+    )
+    assert time.time() - physical_ms(checkpoint()) / 1000 < 10
+    cli(server, "changefeed", "remove", "-c", "idle-feed")
+    no_secrets()
+
+
 def test_sink_outage_shows_a_warning_and_recovers(
     server: ServerProc, upstream: LocalMariaDB, tmp_path: Path
 ) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import logging
 import os
 import random
 from dataclasses import dataclass
@@ -13,6 +14,8 @@ import pymysql
 
 from sparkcdc.config.uri import redact_uri
 from sparkcdc.errors import ConfigError, UpstreamSetupError, UpstreamUnavailable
+
+log = logging.getLogger(__name__)
 
 # MariaDB error codes that mean "the credentials are wrong" vs "cannot reach it".
 ER_ACCESS_DENIED = 1045
@@ -180,4 +183,13 @@ def _check_privileges(conn: pymysql.connections.Connection, up: UpstreamConfig) 
         raise UpstreamSetupError(
             f"user {up.user!r} on upstream {up.host}:{up.port} lacks {', '.join(missing)}; "
             f"run GRANT {', '.join(missing)}, SELECT ON *.* TO {up.user!r}@'%'"
+        )
+    if "PROCESS" not in grants:
+        log.warning(
+            "user %r on upstream %s:%d lacks PROCESS (information_schema.INNODB_TRX): the checkpoint of an "
+            "idle changefeed stays at its last transaction; run GRANT PROCESS ON *.* TO %r@'%%'",
+            up.user,
+            up.host,
+            up.port,
+            up.user,
         )

@@ -14,7 +14,7 @@ from sparkcdc.capture.offset import Offset
 from sparkcdc.capture.reader import RowReader, TableShapes
 from sparkcdc.capture.resolved import UpstreamClock
 from sparkcdc.capture.start import head_offset, offset_for_ts
-from sparkcdc.capture.upstream import UpstreamConfig
+from sparkcdc.capture.upstream import UpstreamConfig, check_upstream
 from sparkcdc.model import RowChange
 from sparkcdc.model.ts import physical_ms
 from sparkcdc.pipeline.plan import BatchPlan, Planner, SourceSpec
@@ -200,9 +200,13 @@ def test_clock_reading_without_the_process_privilege_gives_no_bound(
         "GRANT REPLICATION SLAVE, REPLICATION CLIENT, SELECT ON *.* TO 'noproc'@'%'",
     )
     base = UpstreamConfig.from_uri(mariadb.uri)
-    clock = UpstreamClock(UpstreamConfig(base.host, base.port, "noproc", "pw"))
+    noproc = UpstreamConfig(base.host, base.port, "noproc", "pw")
+    clock = UpstreamClock(noproc)
     try:
-        with caplog.at_level(logging.WARNING, logger="sparkcdc.capture.resolved"):
+        with caplog.at_level(logging.WARNING, logger="sparkcdc.capture"):
+            check_upstream(noproc)  # a warning at start, not a refusal
+            assert "lacks PROCESS" in caplog.text
+            caplog.clear()
             assert clock.resolved_bound() is None
         assert not clock.due(), "a refused reading is not retried at once"
         assert "GRANT PROCESS ON *.* TO 'noproc'" in caplog.text

@@ -138,6 +138,10 @@ class BinlogStreamReader(DataSourceStreamReader):
             return start
         return plan.end_json()
 
+    def stop(self) -> None:
+        """The query ends: close the planner's upstream connection."""
+        self.planner.clock.close()
+
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[BinlogPartition]:
         """One partition per segment; none for a DDL batch (the driver applies it)."""
         plan = self.planner.plan(start, end)

@@ -120,3 +120,14 @@ def test_json_logs_and_progress_records(caplog: pytest.LogCaptureFixture) -> Non
     (r,) = caplog.records
     assert r.getMessage() == "catching up"
     assert (r.changefeed, r.rows, r.lag_s, r.checkpoint_ts) == ("orders", 7, 2.0, TS)  # type: ignore[attr-defined]
+
+
+def test_a_closed_display_shows_nothing_more() -> None:
+    term = Terminal()
+    d = ProgressDisplay("orders", term)
+    d.update(Report(TS, 5, 1.0, 0.0, caught_up=True))
+    d.close()
+    shown = term.getvalue()
+    d.update(Report(TS, 6, 1.0, 0.0, caught_up=True))  # the last report of a stopping query
+    d.stop()
+    assert term.getvalue() == shown and "rows 5 " in shown

@@ -154,10 +154,13 @@ class _Run:
         self.unclassified = 0
         """Restarts in a row, without progress, after errors sparkcdc does not recognise."""
 
-    def say(self, message: str) -> None:
-        """A lifecycle message: a log record in JSON mode, else a line on stderr (below the progress)."""
-        if self.display is not None:
-            self.display.stop()
+    def say(self, message: str, *, last: bool = False) -> None:
+        """A lifecycle message: a log record in JSON mode, else a line on stderr (above a live bar).
+
+        ``last``: the run ends; the bar stops first, so the message is the last line.
+        """
+        if last and self.display is not None:
+            self.display.close()
         if self.json_logs:
             log.info("%s", message, extra={"changefeed": self.cid})
         else:
@@ -241,13 +244,14 @@ def run(args: argparse.Namespace) -> int:
                         p = running.progress()
                         out.say(
                             f"changefeed {cid} reached target-ts {args.target_ts} "
-                            f"(checkpoint-ts {p.checkpoint_ts}, {p.rows_total} rows)"
+                            f"(checkpoint-ts {p.checkpoint_ts}, {p.rows_total} rows)",
+                            last=True,
                         )
                         return 0
                     if not running.is_active():
                         break
             except KeyboardInterrupt:
-                out.say("stopping...")
+                out.say("stopping...", last=True)
                 return 128 + terminated[0] if terminated else 130
             finally:
                 running.stop()

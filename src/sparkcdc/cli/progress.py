@@ -137,6 +137,7 @@ class ProgressDisplay:
         self._task: Any = None
         self._handlers: list[tuple[logging.StreamHandler[Any], Any]] = []
         self._lock = threading.Lock()  # reports come from the batch writer and the monitor thread
+        self._closed = False
 
     def _start_live(self) -> None:
         from rich.console import Console
@@ -165,7 +166,8 @@ class ProgressDisplay:
     def update(self, p: Any) -> None:
         """Show a progress report."""
         with self._lock:
-            self._update(p)
+            if not self._closed:
+                self._update(p)
 
     def _update(self, p: Any) -> None:
         f = figures_of(p, self.catch_up)
@@ -210,6 +212,12 @@ class ProgressDisplay:
     def stop(self) -> None:
         """End the live line (the last state stays on screen)."""
         with self._lock:
+            self._stop()
+
+    def close(self) -> None:
+        """Stop for good: later reports (a stopping query's last one) show nothing."""
+        with self._lock:
+            self._closed = True
             self._stop()
 
     def _stop(self) -> None:

@@ -6,13 +6,14 @@ import itertools
 import logging
 import os
 import random
+import re
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 import pymysql
 
-from sparkcdc.config.uri import redact_uri
+from sparkcdc.config.uri import parse_duration, redact_uri
 from sparkcdc.errors import ConfigError, UpstreamSetupError, UpstreamUnavailable
 
 log = logging.getLogger(__name__)
@@ -36,38 +37,41 @@ class UpstreamConfig:
     password: str
     time_zone: str = "UTC"
     connect_timeout: float = 10.0
+    read_timeout: float = 60.0
+    """Seconds a query waits for the server's answer (a port that accepts but never answers)."""
     uri: str = ""
 
     @classmethod
     def from_uri(cls, uri: str) -> UpstreamConfig:
-        """Parse ``mysql://user:pass@host:port/?time-zone=UTC``."""
+        """Parse ``mysql://user:pass@host:port/?time-zone=UTC&connect-timeout=10s&read-timeout=60s``."""
+        shape = "use mysql://user:password@host:port/ (percent-encode @ : / ? # in the password)"
         try:
             p = urlsplit(uri)
             port = p.port or 3306
         except ValueError as exc:
-            raise ConfigError(f"invalid upstream URI {redact_uri(uri)!r}: {exc}") from exc
+            reason = "bad IPv6 host" if "IPv6" in str(exc) else "bad host or port"
+            raise ConfigError(f"invalid upstream URI {redact_uri(uri)!r} ({reason}); {shape}") from exc
         if p.scheme not in ("mysql", "mariadb", "tidb"):
-            raise ConfigError(
-                f"invalid upstream URI scheme {p.scheme!r} in {redact_uri(uri)!r}; use mysql://user:pass@host:port/"
-            )
+            raise ConfigError(f"invalid upstream URI scheme {p.scheme!r} in {redact_uri(uri)!r}; {shape}")
         if not p.hostname:
-            raise ConfigError(
-                f"upstream URI {redact_uri(uri)!r} has no host; use mysql://user:pass@host:port/"
-            )
+            raise ConfigError(f"upstream URI {redact_uri(uri)!r} has no host; {shape}")
+        if not 1 <= port <= 65535:
+            raise ConfigError(f"upstream URI {redact_uri(uri)!r}: port {port} is out of range 1-65535")
         params = dict(parse_qsl(p.query))
-        unknown = set(params) - {"time-zone", "connect-timeout"}
+        unknown = set(params) - set(UPSTREAM_PARAMS)
         if unknown:
             raise ConfigError(
                 f"unknown upstream URI parameter(s) {sorted(unknown)} in {redact_uri(uri)!r}; "
-                "supported: time-zone, connect-timeout"
+                f"supported: {', '.join(UPSTREAM_PARAMS)}"
             )
         return cls(
             host=p.hostname,
             port=port,
             user=unquote(p.username or "root"),
             password=unquote(p.password or ""),
-            time_zone=params.get("time-zone", "UTC"),
-            connect_timeout=float(params.get("connect-timeout", "10")),
+            time_zone=_time_zone(params.get("time-zone", "UTC")),
+            connect_timeout=_timeout(params, "connect-timeout", 10.0),
+            read_timeout=_timeout(params, "read-timeout", 60.0),
             uri=uri,
         )
 
@@ -86,11 +90,19 @@ class UpstreamConfig:
             autocommit=True,
             charset="utf8mb4",
             connect_timeout=self.connect_timeout,
+            read_timeout=self.read_timeout,
+            write_timeout=self.read_timeout,
             init_command="SET time_zone = '+00:00'",
         )
         params.update(kw)
+        # The handshake is bounded by the connect timeout (a port that accepts and never answers),
+        # the queries afterwards by the read timeout.
+        wanted = params["read_timeout"]
+        params["read_timeout"] = min(self.connect_timeout, wanted) if wanted else self.connect_timeout
         try:
-            return pymysql.connect(**params)
+            conn = pymysql.connect(**params)
+            conn._read_timeout = wanted
+            return conn
         except pymysql.err.OperationalError as exc:
             code = exc.args[0] if exc.args else 0
             if code == ER_ACCESS_DENIED:
@@ -102,6 +114,45 @@ class UpstreamConfig:
                 f"cannot connect to upstream {self.host}:{self.port}: {exc.args[-1]}; "
                 "check that the server is running and the host/port in --upstream-uri"
             ) from exc
+
+
+UPSTREAM_PARAMS = ("time-zone", "connect-timeout", "read-timeout")
+
+
+def _timeout(params: dict[str, str], key: str, default: float) -> float:
+    """A timeout parameter in seconds: a number (``10``) or a duration (``10s``, ``500ms``)."""
+    text = params.get(key)
+    if text is None:
+        return default
+    try:
+        seconds = float(text)
+    except ValueError:
+        try:
+            seconds = parse_duration(text, key)
+        except ConfigError:
+            seconds = -1.0
+    if not 0 < seconds <= 86400:
+        raise ConfigError(
+            f"invalid value {text!r} for upstream URI parameter {key!r}: expected seconds (10) or a "
+            "duration (10s, 500ms) between 1ms and 24h"
+        )
+    return seconds
+
+
+def _time_zone(name: str) -> str:
+    """A time zone the upstream URI names: an IANA name (Asia/Shanghai), UTC, SYSTEM or an offset (+08:00)."""
+    if name.upper() in ("UTC", "SYSTEM") or re.fullmatch(r"[+-](?:0?\d|1[0-4]):[0-5]\d", name):
+        return name
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    try:
+        ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ConfigError(
+            f"unknown time zone {name!r} in the upstream URI parameter 'time-zone'; use an IANA name "
+            "such as UTC or Asia/Shanghai, or an offset such as +08:00"
+        ) from None
+    return name
 
 
 _server_ids = itertools.count(random.randint(1_000_000, 2_000_000_000))

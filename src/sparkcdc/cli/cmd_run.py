@@ -79,14 +79,20 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def build_spec(args: argparse.Namespace) -> ChangefeedSpec:
     """Validate every input before anything starts."""
+    from sparkcdc.capture.upstream import UpstreamConfig
     from sparkcdc.pipeline.changefeed import ChangefeedSpec
 
-    cid = args.changefeed_id or str(uuid.uuid4())
-    if not ID_RULE.match(cid):
+    cid = str(uuid.uuid4()) if args.changefeed_id is None else args.changefeed_id
+    if not ID_RULE.match(cid) or len(cid) > MAX_ID_LENGTH:
         raise ConfigError(
-            f"invalid changefeed id {cid!r}: use letters, digits and single dashes "
+            f"invalid changefeed id {cid[: MAX_ID_LENGTH + 8]!r}{'...' if len(cid) > MAX_ID_LENGTH + 8 else ''}: "
+            f"use 1 to {MAX_ID_LENGTH} letters, digits and single dashes "
             "(matching ^[a-zA-Z0-9]+(\\-[a-zA-Z0-9]+)*$)"
         )
+    UpstreamConfig.from_uri(args.upstream_uri)  # its form and parameters, before the sink's
+    check_master(args.master)
+    if args.metrics_listen:
+        parse_listen(args.metrics_listen, "--metrics-listen")
     cfg = ReplicaConfig.from_file(args.config) if args.config else ReplicaConfig()
     given = [f for f in ("start_ts", "start_position", "start_gtid") if getattr(args, f) is not None]
     if len(given) > 1:
@@ -94,8 +100,9 @@ def build_spec(args: argparse.Namespace) -> ChangefeedSpec:
             f"--{given[0].replace('_', '-')} and --{given[1].replace('_', '-')} cannot be used together; "
             "give one start point"
         )
-    if args.start_ts is not None and args.start_ts < 0:
-        raise ConfigError(f"invalid --start-ts {args.start_ts}: must be >= 0")
+    for flag, value in (("--start-ts", args.start_ts), ("--target-ts", args.target_ts)):
+        if value is not None and not 0 <= value <= MAX_TS:
+            raise ConfigError(f"invalid {flag} {value}: must be from 0 to {MAX_TS}")
     if args.target_ts is not None and args.start_ts is not None and args.target_ts <= args.start_ts:
         raise ConfigError(f"--target-ts {args.target_ts} must be greater than --start-ts {args.start_ts}")
     from sparkcdc.sink import create_sink
@@ -118,17 +125,45 @@ def build_spec(args: argparse.Namespace) -> ChangefeedSpec:
     )
 
 
+MAX_TS = (1 << 64) - 1
+"""The largest ts (an unsigned 64-bit number, as in TiCDC)."""
+
+MAX_ID_LENGTH = 128
+"""TiCDC's limit on a changefeed id."""
+
+_MASTER_FORMS = (
+    "local, local[N], local[*], local[N,F], local-cluster[N,C,M], spark://HOST:PORT[,HOST:PORT], "
+    "yarn, k8s://https://HOST:PORT"
+)
+_MASTER = re.compile(
+    r"^(?:local|local\[(?:[1-9]\d*|\*)(?:,[1-9]\d*)?\]|local-cluster\[[1-9]\d*,[1-9]\d*,[1-9]\d*\]|"
+    r"spark://[^\s:/,]+:\d{1,5}(?:,[^\s:/,]+:\d{1,5})*/?|yarn|k8s://\S+)$"
+)
+
+
+def check_master(master: str | None) -> None:
+    """Refuse a ``--master`` that is none of Spark's forms (Spark would fail late, or hang)."""
+    if master is not None and not _MASTER.match(master):
+        raise ConfigError(f"invalid --master {master!r}: use one of {_MASTER_FORMS}")
+
+
+def parse_listen(listen: str, flag: str) -> tuple[str, int]:
+    """``HOST:PORT`` with a port in 1-65535 (``flag`` names the option in the message)."""
+    host, sep, port = listen.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 1 <= int(port) <= 65535:
+        raise ConfigError(
+            f"invalid {flag} {listen!r}: expected HOST:PORT with a port from 1 to 65535, e.g. 127.0.0.1:9300"
+        )
+    return host.strip("[]"), int(port)
+
+
 def serve_metrics(listen: str) -> Any:
     """Serve a fresh metrics registry at ``http://listen/metrics``; returns its ``ChangefeedMetrics``."""
     from prometheus_client import start_http_server
 
     from sparkcdc.metrics import ChangefeedMetrics
-    from sparkcdc.server.main import parse_listen
 
-    try:
-        host, port = parse_listen(listen)
-    except ConfigError as err:
-        raise ConfigError(err.message.replace("--listen", "--metrics-listen")) from None
+    host, port = parse_listen(listen, "--metrics-listen")
     metrics = ChangefeedMetrics()
     try:
         start_http_server(port, addr=host, registry=metrics.registry)
@@ -137,6 +172,23 @@ def serve_metrics(listen: str) -> Any:
             f"cannot serve metrics on --metrics-listen {listen}: {exc.strerror or exc}"
         ) from exc
     return metrics
+
+
+def check_resume(args: argparse.Namespace, state: Any, up: Any) -> None:
+    """Refuse a start-ts after the upstream's current ts, and a target-ts the changefeed already reached."""
+    from sparkcdc.pipeline.start import check_start_ts
+
+    if args.start_ts is not None and not state.exists("start.json"):
+        check_start_ts(up, args.start_ts)
+    if args.target_ts is not None:
+        saved = state.read_json("checkpoint.json")
+        checkpoint = int(saved["checkpoint_ts"]) if saved else None
+        if checkpoint is not None and args.target_ts <= checkpoint:
+            raise ConfigError(
+                f"--target-ts {args.target_ts} is not after the checkpoint-ts {checkpoint} changefeed "
+                f"{args.changefeed_id or ''} already reached; give a larger --target-ts, or another "
+                "--changefeed-id to start a new changefeed"
+            )
 
 
 class _Run:
@@ -204,8 +256,10 @@ def run(args: argparse.Namespace) -> int:
     state = StateDir.parse(args.data_dir)
     # Reach the upstream (address, credentials, binlog settings), then the data dir (a file,
     # unwritable, no bucket, no credentials), before Spark starts.
-    check_upstream(UpstreamConfig.from_uri(args.upstream_uri))
+    up = UpstreamConfig.from_uri(args.upstream_uri)
+    check_upstream(up)
     state.check()
+    check_resume(args, state.child(cid), up)
     out = _Run(args, cid)
     if args.metrics_listen:
         out.metrics = serve_metrics(args.metrics_listen)

@@ -6,12 +6,17 @@ import argparse
 import importlib
 import pkgutil
 import sys
+import traceback
 from collections.abc import Sequence
 
 import sparkcdc.cli as cli_pkg
 from sparkcdc import __version__
 from sparkcdc.cli.logs import LOG_FORMATS, configure
+from sparkcdc.config.uri import scrub_secrets
 from sparkcdc.errors import SparkCdcError
+
+UNKNOWN_CODE = SparkCdcError.code
+"""The code of an error sparkcdc did not expect (``CDC:ErrUnknown``)."""
 
 
 def discover(parser_group: argparse._SubParsersAction, prefix: str) -> None:
@@ -30,24 +35,53 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--log-format", default="text", choices=LOG_FORMATS, help="log lines as text or one JSON object each"
     )
+    parser.add_argument(
+        "--debug", action="store_true", help="print the traceback of an error after its one-line message"
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     discover(sub, "cmd_")
     return parser
 
 
+def error_line(err: BaseException, argv: Sequence[str]) -> str:
+    """The one line an error ends a command with: ``Error: [CODE] message``, secrets of ``argv`` masked.
+
+    A sparkcdc error prints its code and message; anything else is unexpected and prints as
+    ``[CDC:ErrUnknown] Type: message``.
+    """
+    if isinstance(err, SparkCdcError):
+        code, text = err.code, err.message
+    else:
+        code, text = UNKNOWN_CODE, f"{type(err).__name__}: {err}"
+    text = "; ".join(line.strip() for line in text.splitlines() if line.strip()) or type(err).__name__
+    return f"Error: [{code}] {scrub_secrets(text, list(argv))}"
+
+
+def _report(err: BaseException, argv: Sequence[str], debug: bool) -> None:
+    if debug:
+        text = "".join(traceback.format_exception(err))
+        print(scrub_secrets(text, list(argv)), file=sys.stderr, end="")
+    print(error_line(err, argv), file=sys.stderr, flush=True)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the process exit code."""
+    argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     args = parser.parse_args(argv)
     configure(args.log_level, args.log_format)
+    debug = bool(getattr(args, "debug", False))
     try:
         rc = args.func(args)
     except SparkCdcError as err:
-        print(f"Error: [{err.code}] {err.message}", file=sys.stderr)
+        _report(err, argv, debug)
         return 2 if not err.transient else 3
     except KeyboardInterrupt:
         return 130
+    except Exception as err:  # the last resort: one coded line instead of a traceback
+        _report(err, argv, debug)
+        return 1
     return int(rc or 0)
 
 

@@ -290,9 +290,16 @@ class ReplicaConfig:
         """Read a TOML file."""
         p = Path(path)
         try:
-            text = p.read_text()
+            raw = p.read_bytes()
         except OSError as exc:
             raise ConfigError(f"cannot read config file {str(p)!r}: {exc.strerror}") from exc
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ConfigError(
+                f"config file {str(p)!r} is not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset "
+                f"{exc.start}); give a TOML file"
+            ) from None
         return cls.from_toml(text, str(p))
 
     @classmethod
@@ -461,6 +468,12 @@ def _validate_rules(cfg: ReplicaConfig) -> None:
     """Parse every table-filter rule and dispatcher so a bad one is refused at load time."""
 
     def parse(rules: list[str], where: str) -> None:
+        for i, rule in enumerate(rules):
+            if not isinstance(rule, str) or not rule.strip():
+                raise FilterRuleError(
+                    f"{where}[{i}] is {rule!r}: an empty rule matches no table; give a pattern such as "
+                    "'db.*' or '*.*', or leave the key out to replicate every table"
+                )
         try:
             TableFilter(rules, cfg.case_sensitive)
         except FilterRuleError as exc:

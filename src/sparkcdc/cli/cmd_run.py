@@ -69,6 +69,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="serve Prometheus metrics at http://HOST:PORT/metrics while the changefeed runs",
     )
     p.add_argument(
+        "--debug", action="store_true", default=argparse.SUPPRESS, help="print the traceback of an error"
+    )
+    p.add_argument(
         "--log-format",
         choices=LOG_FORMATS,
         default=argparse.SUPPRESS,
@@ -91,6 +94,10 @@ def build_spec(args: argparse.Namespace) -> ChangefeedSpec:
         )
     UpstreamConfig.from_uri(args.upstream_uri)  # its form and parameters, before the sink's
     check_master(args.master)
+    check_trigger_interval(args.trigger_interval)
+    from sparkcdc.cli.cmd_server import parse_spark_conf
+
+    parse_spark_conf(args.spark_conf)
     if args.metrics_listen:
         parse_listen(args.metrics_listen, "--metrics-listen")
     cfg = ReplicaConfig.from_file(args.config) if args.config else ReplicaConfig()
@@ -145,6 +152,21 @@ def check_master(master: str | None) -> None:
     """Refuse a ``--master`` that is none of Spark's forms (Spark would fail late, or hang)."""
     if master is not None and not _MASTER.match(master):
         raise ConfigError(f"invalid --master {master!r}: use one of {_MASTER_FORMS}")
+
+
+_INTERVAL = re.compile(
+    r"^(?:interval\s+)?(?:\d+(?:\.\d+)?\s*(?:microseconds?|milliseconds?|seconds?|minutes?|hours?|days?)\s*)+$",
+    re.IGNORECASE,
+)
+
+
+def check_trigger_interval(text: str) -> None:
+    """Refuse a ``--trigger-interval`` Spark would reject only once the query starts."""
+    if not _INTERVAL.match(text.strip()):
+        raise ConfigError(
+            f"invalid --trigger-interval {text!r}: use a Spark interval such as '200 milliseconds', "
+            "'1 second' or '2 minutes'"
+        )
 
 
 def parse_listen(listen: str, flag: str) -> tuple[str, int]:

@@ -8,12 +8,13 @@ import pkgutil
 import sys
 import traceback
 from collections.abc import Sequence
+from typing import NoReturn
 
 import sparkcdc.cli as cli_pkg
 from sparkcdc import __version__
 from sparkcdc.cli.logs import LOG_FORMATS, configure
 from sparkcdc.config.uri import scrub_secrets
-from sparkcdc.errors import SparkCdcError
+from sparkcdc.errors import ConfigError, SparkCdcError
 
 UNKNOWN_CODE = SparkCdcError.code
 """The code of an error sparkcdc did not expect (``CDC:ErrUnknown``)."""
@@ -27,9 +28,19 @@ def discover(parser_group: argparse._SubParsersAction, prefix: str) -> None:
             module.register(parser_group)
 
 
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose usage errors are one coded line, like every other refusal."""
+
+    def error(self, message: str) -> NoReturn:
+        """Print ``Error: [CDC:ErrInvalidConfig] <prog>: <message>; see <prog> --help`` and exit 2."""
+        line = f"Error: [{ConfigError.code}] {self.prog}: {message}; see {self.prog} --help"
+        print(scrub_secrets(" ".join(line.split()), sys.argv[1:]), file=sys.stderr, flush=True)
+        sys.exit(2)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The full argument parser."""
-    parser = argparse.ArgumentParser(prog="sparkcdc", description="Change data capture on Apache Spark")
+    parser = _Parser(prog="sparkcdc", description="Change data capture on Apache Spark")
     parser.add_argument("--version", action="version", version=f"sparkcdc {__version__}")
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     parser.add_argument(

@@ -42,6 +42,11 @@ class ParsedURI:
     @classmethod
     def parse(cls, uri: str) -> ParsedURI:
         """Split a URI; several ``host:port`` pairs separated by commas are allowed."""
+        if unencoded_userinfo(uri):
+            raise SinkURIError(
+                f"invalid URI {redact_uri(uri)!r}: its user or password holds / ? or #, which must be "
+                "percent-encoded (%2F %3F %23)"
+            )
         try:
             parts = urlsplit(uri)
         except ValueError as exc:
@@ -119,6 +124,12 @@ _SECRET_PARAMS = re.compile(
 )
 """A secret query parameter (``password=``, ``sasl-password=``, ``secret-access-key=`` ...) and its value."""
 
+_PLACEHOLDERS = ("password", "PASSWORD", MASK)
+"""Passwords of the URI forms messages show (``mysql://user:password@host:port/``), left as they are.
+
+A user's real password that happens to be one of them is still masked in what the CLI prints:
+it scrubs the secrets of its own arguments (``scrub_secrets``)."""
+
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://")
 _HOSTLIKE = re.compile(r"^[A-Za-z0-9.\-_:\[\],%]*$")
 
@@ -144,8 +155,9 @@ def _redact_one(rest: str) -> str:
     at = _userinfo_end(rest)
     if at >= 0:
         cred = rest[:at]
-        user, sep, _ = cred.partition(":")
-        rest = (f"{user}:{MASK}" if sep else user) + rest[at:]
+        user, sep, pw = cred.partition(":")
+        if pw not in _PLACEHOLDERS:
+            rest = (f"{user}:{MASK}" if sep else user) + rest[at:]
     return _SECRET_PARAMS.sub(lambda m: m.group(1) + MASK, rest)
 
 
@@ -163,11 +175,31 @@ def redact_text(text: str) -> str:
         end = m.end()
         stop = re.search(r"\s", text[end:])
         token_end = end + stop.start() if stop else len(text)
-        out.append(_SECRET_PARAMS.sub(lambda q: q.group(1) + MASK, text[pos : m.start()]))
+        out.append(text[pos : m.start()])
         out.append(text[m.start() : end] + _redact_one(text[end:token_end]))
         pos = token_end
-    out.append(_SECRET_PARAMS.sub(lambda q: q.group(1) + MASK, text[pos:]))
+    out.append(text[pos:])
     return "".join(out)
+
+
+def split_scheme(uri: str) -> str:
+    """The lower-case scheme of a URI-shaped string ('' without one), whether or not the rest parses."""
+    m = _SCHEME.match(uri.strip())
+    return m.group(0)[:-3].lower() if m else ""
+
+
+def unencoded_userinfo(uri: str) -> bool:
+    """Whether the user or password of ``uri`` holds a character that ends the authority (``/ ? #``).
+
+    ``urlsplit`` then cuts the URI inside the password: the host, the port and the path it gives
+    are pieces of the password.
+    """
+    m = _SCHEME.match(uri.strip())
+    if not m:
+        return False
+    rest = uri.strip()[m.end() :]
+    at = _userinfo_end(rest)
+    return at >= 0 and any(ch in rest[:at] for ch in "/?#")
 
 
 def redact_uri(uri: str) -> str:

@@ -126,6 +126,8 @@ class KafkaConsumerBase(ABC, Generic[StateT]):
         )
         self._tables: dict[tuple[str, str], TableInfo] = {}
         self._consumer: Any = None
+        self.topic_empty = False
+        """Whether every partition of the topic was empty when the consumer opened it."""
         self.stats = ConsumerStats()
 
     # --- lifecycle --------------------------------------------------------------------------------
@@ -176,6 +178,18 @@ class KafkaConsumerBase(ABC, Generic[StateT]):
                 "check the topic in --upstream-uri"
             )
         partitions = sorted(tmd.partitions)
+        self.topic_empty = True
+        for p in partitions:
+            try:
+                low, high = consumer.get_watermark_offsets(
+                    TopicPartition(self.topic, p), timeout=max(self.options.read_timeout, 5.0)
+                )
+            except KafkaException:
+                self.topic_empty = False  # unknown: the poll loop finds out
+                break
+            if high > low:
+                self.topic_empty = False
+                break
         committed = consumer.committed([TopicPartition(self.topic, p) for p in partitions], timeout=10)
         start = []
         for tp in committed:
@@ -204,6 +218,11 @@ class KafkaConsumerBase(ABC, Generic[StateT]):
 
         stop = stop or threading.Event()
         consumer, state = self._start()
+        if once and self.topic_empty:
+            raise ConfigError(
+                f"Kafka topic {self.topic!r} on {self.options.bootstrap_servers} holds no messages, so "
+                "--once has nothing to apply; check the topic in --upstream-uri (the changefeed's sink topic)"
+            )
         deadline = None if timeout is None else time.monotonic() + timeout
         while not stop.is_set():
             if deadline is not None and time.monotonic() > deadline:

@@ -31,6 +31,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import logging
+import os
 import threading
 import time
 from collections.abc import Iterator
@@ -69,6 +70,8 @@ PROGRESS_COLUMNS = (
     "PRIMARY KEY (consumer_id, kind, item_hash)"
 )
 DEFAULT_PROGRESS_SCHEMA = "sparkcdc_consumer"
+DEFAULT_SOURCE_WAIT = 600.0
+"""Seconds a running consumer waits for the storage's first ``metadata`` file before it gives up."""
 NO_TS_SAFE = 1 << 64
 """replicating_ts for rows without commit_ts: always safe mode."""
 
@@ -156,15 +159,48 @@ class StorageConsumer:
 
     # -- public --------------------------------------------------------------------------------
 
+    def check_source(self) -> None:
+        """Refuse a storage root that does not exist (a local path, a bucket) before any round."""
+        if self.backend.scheme == "file":
+            root = self.backend.root
+            if not os.path.exists(root):
+                raise ConfigError(
+                    f"the storage directory {root!r} of --upstream-uri {self.upstream!r} does not exist; "
+                    "give the directory of the changefeed's storage sink"
+                )
+            if not os.path.isdir(root):
+                raise ConfigError(
+                    f"the storage path {root!r} of --upstream-uri {self.upstream!r} is a file, not a "
+                    "directory; give the directory of the changefeed's storage sink"
+                )
+            return
+        self.backend.check()
+
     def run(
-        self, flush_interval: float = 10.0, once: bool = False, stop: threading.Event | None = None
+        self,
+        flush_interval: float = 10.0,
+        once: bool = False,
+        stop: threading.Event | None = None,
+        source_wait: float = DEFAULT_SOURCE_WAIT,
     ) -> RoundStats:
-        """Run rounds every ``flush_interval`` seconds until ``stop`` is set (one round with ``once``)."""
+        """Run rounds every ``flush_interval`` seconds until ``stop`` is set (one round with ``once``).
+
+        Without a ``metadata`` file the storage holds no sink output (yet): ``once`` refuses at
+        once, otherwise the rounds wait at most ``source_wait`` seconds for it.
+        """
         stop = stop or threading.Event()
+        self.check_source()
         total = RoundStats()
+        began = time.monotonic()
         while True:
             started = time.monotonic()
             stats = self.run_once()
+            if stats.checkpoint_ts is None and (once or started - began >= source_wait):
+                waited = "" if once else f" after waiting {source_wait:g}s (--source-wait)"
+                raise ConfigError(
+                    f"no metadata file in {self.upstream!r}{waited}: it is not the output of a storage "
+                    "sink, or the changefeed has not written its first checkpoint; check --upstream-uri"
+                )
             for f in ("ddls", "tables_created", "files", "rows", "rows_dropped"):
                 setattr(total, f, getattr(total, f) + getattr(stats, f))
             total.checkpoint_ts = stats.checkpoint_ts
@@ -205,6 +241,7 @@ class StorageConsumer:
 
         schema_files: dict[tuple[str, str, int], _SchemaFile] = {}
         dir_files: dict[DataDir, list[tuple[int, str]]] = {}
+        other_extensions: set[str] = set()
         for path in listing:
             sp = parse_schema_file_path(path)
             if sp is not None:
@@ -214,9 +251,19 @@ class StorageConsumer:
                     schema_files[(sf.schema, sf.table, sf.version)] = sf
                 continue
             dp = parse_data_path(path, self.settings.date_separator)
-            if dp is None or dp[2] != self.settings.extension:
+            if dp is None:
+                continue
+            if dp[2] != self.settings.extension:
+                other_extensions.add(dp[2])
                 continue
             dir_files.setdefault(dp[0], []).append((dp[1], path))
+        if other_extensions and not dir_files:
+            found = ", ".join(sorted(other_extensions))
+            raise ConfigError(
+                f"{self.upstream!r} holds {found} data files and none with {self.settings.extension}, the "
+                f"extension of protocol={self.protocol}; give the protocol the changefeed wrote with "
+                "(protocol=csv or protocol=canal-json in --upstream-uri)"
+            )
 
         work: list[tuple[tuple[Any, ...], Any]] = []
         for sf in schema_files.values():

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import importlib
 from typing import TYPE_CHECKING
-from urllib.parse import urlsplit
 
+from sparkcdc.config.uri import redact_uri, split_scheme
 from sparkcdc.errors import SinkURIError
 
 if TYPE_CHECKING:
@@ -43,11 +43,11 @@ SINKS: dict[str, str] = {
 
 def create_sink(uri: str, config: ReplicaConfig, changefeed_id: str = "default") -> Sink:
     """Build the sink for a URI; an unknown scheme names the valid ones."""
-    scheme = urlsplit(uri).scheme.lower()
+    scheme = split_scheme(uri)
     target = SINKS.get(scheme)
     if target is None:
         raise SinkURIError(
-            f"sink URI scheme {scheme!r} is not supported (in {uri!r}); "
+            f"sink URI scheme {scheme!r} is not supported (in {redact_uri(uri)!r}); "
             f"use one of: {', '.join(sorted(SINKS))}"
         )
     module_name, cls_name = target.split(":")

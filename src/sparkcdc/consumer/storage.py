@@ -232,7 +232,7 @@ class StorageConsumer:
         stats = RoundStats()
         raw = self.backend.read(METADATA_FILE)
         if raw is None:
-            log.info("no metadata file in %s yet; nothing to apply", self.upstream)
+            log.debug("no metadata file in %s yet; nothing to apply", self.upstream)
             return stats
         checkpoint = parse_metadata(raw)
         stats.checkpoint_ts = checkpoint

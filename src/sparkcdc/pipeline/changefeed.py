@@ -82,6 +82,10 @@ class Progress:
     snapshot_rows_estimated: int = 0
     batch: BatchResult | None = None
     """The batch just committed, in the one report that follows its commit (None in the others)."""
+    checkpoint_end: dict[str, Any] | None = None
+    """The offset after the last committed batch (JSON form): a resume that starts there gives every
+    later transaction the commit_ts this run gives it, where a resume from ``checkpoint_ts`` alone
+    may not (a raised chain state, see ARCHITECTURE's resolved ts)."""
 
 
 class RunningChangefeed:
@@ -161,6 +165,7 @@ class RunningChangefeed:
                 lag,
                 self.batches,
                 self._caught_up,
+                checkpoint_end=self.last_end.to_json(),
             )
 
     def _report(self, batch: BatchResult | None = None) -> None:

@@ -377,6 +377,23 @@ class Scheduler:
             return
         ckpt_dir = self._checkpoint_dir(task)
         start_ts = row.checkpoint_ts if row.checkpoint_ts > 0 else row.start_ts
+        end = (row.stats or {}).get("checkpoint_end")
+        if row.checkpoint_ts > 0 and end is not None and config.snapshot.mode != "initial":
+            # Resume exactly after the last committed batch (its offset carries the chain state),
+            # as the pipeline does from its own checkpoint.json. (A changefeed with an initial
+            # snapshot keeps its snapshot state per claim and resumes from checkpoint_ts.)
+            try:
+                StateDir.parse(ckpt_dir).write_json(
+                    "checkpoint.json",
+                    {
+                        "checkpoint_ts": row.checkpoint_ts,
+                        "end": end,
+                        "rows_total": int((row.stats or {}).get("rows_total", 0)),
+                    },
+                )
+            except SparkCdcError as exc:
+                self._on_error(task, exc)
+                return
         spec = RunSpec(
             changefeed_id=row.id,
             upstream_uri=row.upstream_uri,
@@ -451,6 +468,9 @@ class Scheduler:
                 "rows_per_sec": float(p.rows_per_sec),
                 "lag_s": float(p.lag_s),
             }
+            end = getattr(p, "checkpoint_end", None)
+            if end is not None:
+                values["stats"]["checkpoint_end"] = end
             phase = getattr(p, "snapshot_phase", "")
             if phase:
                 values["stats"]["snapshot"] = {

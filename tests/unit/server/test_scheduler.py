@@ -7,6 +7,7 @@ run the real Spark pipeline.
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import time
@@ -165,6 +166,29 @@ def test_pause_stops_and_releases_then_resume_restarts_from_the_checkpoint(
     assert len(runner.handles) == 2 and runner.handles[1].spec.start_ts == 800
     assert runner.handles[1].spec.checkpoint_dir.endswith("epoch-2")
     assert not stale.exists()  # a new claim never resumes from an older local Spark checkpoint
+
+
+def test_a_new_claim_resumes_after_the_last_committed_batch_offset(store: MetaStore, tmp_path: Path) -> None:
+    runner = FakeRunner()
+    create(store)
+    s = make(store, runner, tmp_path)
+    settle(s)
+    end = {"file": "mysql-bin.000002", "pos": 4711, "ts": 900}
+    prog = Prog(checkpoint_ts=800, resolved_ts=800, rows_total=3)
+    prog.checkpoint_end = end  # type: ignore[attr-defined]
+    runner.handles[0].report(prog)
+    settle(s, 1)
+    row = store.get_changefeed("cf-1")
+    assert row.stats["checkpoint_end"] == end
+    store.update_changefeed(row, state=ChangefeedState.STOPPED)
+    settle(s)
+    store.update_changefeed(store.get_changefeed("cf-1"), state=ChangefeedState.NORMAL)
+    settle(s)
+    h = runner.handles[1]
+    assert h.spec.start_ts == 800
+    # the new claim's folder holds the pipeline's checkpoint.json: the query starts at that offset
+    saved = json.loads((Path(h.spec.checkpoint_dir) / "checkpoint.json").read_text())
+    assert saved == {"checkpoint_ts": 800, "end": end, "rows_total": 3}
 
 
 def test_transient_error_shows_a_warning_and_retries_with_backoff(store: MetaStore, tmp_path: Path) -> None:

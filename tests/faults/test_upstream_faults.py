@@ -1,0 +1,140 @@
+"""Upstream faults: a MariaDB restart mid-stream, an outage the run outlives, binlog purged past a checkpoint.
+
+Every changefeed writes CSV files with commit-ts and old values (``file://``; without old values an
+UPDATE of a table without a key cannot be replayed); ``sparkcdc consumer`` replays them into
+the replica, which must equal the upstream. The upstream is this module's own MariaDB (it is restarted
+and its binlog purged).
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from sparkcdc.services.common import stop_process
+from sparkcdc.services.mariadb import LocalMariaDB
+from tests.e2e.workload import CliProcess, mixed_rounds, replay_once, run_cli, tso, wait_for
+
+from .support import (
+    assert_rows_equal,
+    checkpoint,
+    create_round_tables,
+    restart_mariadb,
+    run_args,
+    wait_checkpoint,
+)
+
+pytestmark = [pytest.mark.integration, pytest.mark.e2e, pytest.mark.spark]
+
+
+def _binlogs(db: LocalMariaDB) -> list[str]:
+    return [str(r[0]) for r in db.query("SHOW BINARY LOGS")]
+
+
+def _setup(db: LocalMariaDB, schema: str, tmp_path: Path) -> tuple[int, str, Path]:
+    """Tables, the ts before them, the CSV sink URI and the changefeed config."""
+    start_ts = tso(db.uri)
+    create_round_tables(db, schema)
+    config = tmp_path / "cf.toml"
+    config.write_text(
+        f'[filter]\nrules = ["{schema}.*"]\n[sink.csv]\ninclude-commit-ts = true\noutput-old-value = true\n'
+    )
+    return start_ts, f"file://{tmp_path / 'sink'}?protocol=csv", config
+
+
+def test_upstream_restart_then_long_outage_resumes_from_checkpoint(
+    upstream: LocalMariaDB, replica: LocalMariaDB, tmp_path: Path
+) -> None:
+    t0 = time.monotonic()
+    schema, cf = "fault_up_restart", "fault-up-restart"
+    start_ts, sink_uri, config = _setup(upstream, schema, tmp_path)
+    data_dir = tmp_path / "data"
+    args = run_args(upstream, sink_uri, data_dir, cf, "--config", str(config))
+    run = CliProcess([*args, "--start-ts", str(start_ts)], tmp_path / "run1.log")
+    try:
+        run.wait_started(timeout=240)
+        mixed_rounds(upstream, schema, 1, 30)
+        upstream.execute("FLUSH BINARY LOGS")
+        mixed_rounds(upstream, schema, 31, 30)
+        files_before = _binlogs(upstream)
+        restart_mariadb(upstream, down_for=3)
+        mixed_rounds(upstream, schema, 61, 30)  # into the binlog file the restart opened
+        assert _binlogs(upstream)[-1] not in files_before
+        wait_checkpoint(run, data_dir, cf, tso(upstream.uri), 180, "the stream after the restart")
+
+        # Down for longer than a retry: the run keeps retrying with a warning, it does not give up
+        # (`sparkcdc run` has no retry window), so it is stopped; a rerun while the upstream is
+        # still down fails at once with an error that names the upstream.
+        before_outage = checkpoint(data_dir, cf)
+        stop_process(upstream.proc, grace=30)
+        upstream.proc = None
+        wait_for(lambda: "warning: [CDC:ErrUpstreamUnavailable]" in run.output(), 120, "a retry warning")
+        assert run.proc.poll() is None, run.output()[-4000:]
+    finally:
+        run.stop(signal.SIGTERM)
+    assert checkpoint(data_dir, cf)["checkpoint_ts"] == before_outage["checkpoint_ts"]
+    refused = run_cli([*args], timeout=120)
+    assert refused.returncode != 0
+    err = refused.stderr + refused.stdout
+    assert "[CDC:ErrUpstreamUnavailable]" in err and f"127.0.0.1:{upstream.port}" in err, err[-3000:]
+    assert "Traceback" not in err, err[-3000:]
+
+    upstream.start()
+    mixed_rounds(upstream, schema, 91, 30)
+    target = tso(upstream.uri)
+    rerun = CliProcess([*args, "--target-ts", str(target)], tmp_path / "run2.log")
+    try:
+        rc = rerun.wait(timeout=300)
+    finally:
+        rerun.stop()
+    assert rc == 0, rerun.output()[-4000:]
+    assert f"reached target-ts {target}" in rerun.output()
+
+    replay_once(sink_uri, replica.port, "progress_fault_up_restart", config)
+    assert_rows_equal(upstream, replica, schema)
+    print(f"upstream restart + outage: {time.monotonic() - t0:.0f}s")
+
+
+def test_binlog_purged_past_checkpoint_fails_with_the_file_and_the_fix(
+    upstream: LocalMariaDB, tmp_path: Path
+) -> None:
+    t0 = time.monotonic()
+    schema, cf = "fault_purged", "fault-purged"
+    start_ts, sink_uri, config = _setup(upstream, schema, tmp_path)
+    data_dir = tmp_path / "data"
+    args = run_args(upstream, sink_uri, data_dir, cf, "--config", str(config))
+    mixed_rounds(upstream, schema, 1, 20)
+    target = tso(upstream.uri)
+    first = CliProcess(
+        [*args, "--start-ts", str(start_ts), "--target-ts", str(target)], tmp_path / "run1.log"
+    )
+    try:
+        assert first.wait(timeout=300) == 0, first.output()[-4000:]
+    finally:
+        first.stop()
+    stopped_at = checkpoint(data_dir, cf)["end"]["file"]
+
+    mixed_rounds(upstream, schema, 21, 20)
+
+    def purged() -> bool:
+        # MariaDB keeps a file until its binlog checkpoint has passed it: flush and purge until it went.
+        upstream.execute("FLUSH BINARY LOGS")
+        upstream.execute(f"PURGE BINARY LOGS TO '{_binlogs(upstream)[-1]}'")
+        return stopped_at not in _binlogs(upstream)
+
+    wait_for(purged, 30, f"{stopped_at} to be purged")
+
+    rerun = CliProcess(args, tmp_path / "run2.log")
+    try:
+        rc = rerun.wait(timeout=300)
+    finally:
+        rerun.stop()
+    out = rerun.output()
+    assert rc != 0, out[-4000:]
+    final = [line for line in out.splitlines() if line.startswith("Error: [CDC:ErrBinlogPurged]")]
+    assert len(final) == 1, out[-4000:]
+    assert stopped_at in final[0] and "new changefeed" in final[0] and "snapshot" in final[0], final[0]
+    print(f"binlog purged: {time.monotonic() - t0:.0f}s")

@@ -39,14 +39,14 @@ def test_every_parameter_is_read() -> None:
     o = parse(
         "protocol=canal-json&partition-num=6&replication-factor=2&kafka-version=3.6.1&max-message-bytes=4096"
         "&max-retry=3&compression=ZSTD&kafka-client-id=my.client&auto-create-topic=false&dial-timeout=3s"
-        "&read-timeout=1m&write-timeout=500ms&required-acks=1&sasl-user=u&sasl-password=p"
+        "&read-timeout=1m&write-timeout=1500ms&required-acks=1&sasl-user=u&sasl-password=p"
         "&sasl-mechanism=scram-sha-512&enable-tidb-extension=true&max-batch-size=8"
         "&only-output-updated-columns=true&content-compatible=false&transaction-atomicity=none"
     )
     assert (o.partition_num, o.replication_factor, o.kafka_version) == (6, 2, "3.6.1")
     assert (o.max_message_bytes, o.max_retry, o.compression) == (4096, 3, "zstd")
     assert (o.client_id, o.auto_create_topic, o.required_acks) == ("my.client", False, 1)
-    assert (o.dial_timeout, o.read_timeout, o.write_timeout) == (3.0, 60.0, 0.5)
+    assert (o.dial_timeout, o.read_timeout, o.write_timeout) == (3.0, 60.0, 1.5)
     assert (o.sasl_user, o.sasl_password, o.sasl_mechanism) == ("u", "p", "SCRAM-SHA-512")
     assert o.enable_tidb_extension and o.max_batch_size == 8
     assert o.only_output_updated_columns is True and o.content_compatible is False

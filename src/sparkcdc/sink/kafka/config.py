@@ -67,7 +67,8 @@ _CODEC = "kafka-config.codec-config."
 
 
 def _timeout(name: str, *, le: float | None = None) -> Option:
-    return Option(name, Kind.DURATION, 10.0, toml=_KC + name, gt=0, le=le)
+    # librdkafka takes no connection-setup or request timeout under 1 s: refused, not raised to it
+    return Option(name, Kind.DURATION, 10.0, toml=_KC + name, ge=1.0, le=le)
 
 
 def _text(name: str, *, toml: bool = True, secret: bool = False) -> Option:
@@ -343,8 +344,8 @@ class KafkaOptions:
         conf: dict[str, Any] = {
             "bootstrap.servers": self.bootstrap_servers,
             "client.id": self.client_id,
-            "socket.connection.setup.timeout.ms": max(1000, int(self.dial_timeout * 1000)),
-            "socket.timeout.ms": max(10, int(max(self.read_timeout, self.write_timeout) * 1000)),
+            "socket.connection.setup.timeout.ms": int(self.dial_timeout * 1000),
+            "socket.timeout.ms": int(max(self.read_timeout, self.write_timeout) * 1000),
             # come back within ~2s once a broker is reachable again (librdkafka's default caps at 10s)
             "reconnect.backoff.ms": 100,
             "reconnect.backoff.max.ms": 2000,
@@ -381,7 +382,7 @@ class KafkaOptions:
             LIBRDKAFKA_MAX_MESSAGE_BYTES, max(1_000_000, self.max_message_bytes + MESSAGE_HEADROOM)
         )
         conf["message.timeout.ms"] = int(self.message_timeout * 1000)
-        conf["request.timeout.ms"] = max(1000, int(self.write_timeout * 1000))
+        conf["request.timeout.ms"] = int(self.write_timeout * 1000)
         conf["linger.ms"] = 5
         if self.required_acks == -1 and self.max_retry > 0:
             # idempotence keeps each partition's order across retries and reconnects

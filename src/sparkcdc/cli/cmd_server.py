@@ -35,6 +35,7 @@ def run(args: argparse.Namespace) -> int:
         data_dir=args.data_dir,
         advertise_addr=args.advertise_addr,
         max_changefeeds=args.max_changefeeds,
+        debug=bool(getattr(args, "debug", False)),
     )
     return run_server(opts)
 

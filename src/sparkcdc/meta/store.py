@@ -78,6 +78,35 @@ _UPDATABLE = {
 }
 
 
+def _check_sqlite_path(path: Path, uri: str) -> None:
+    """Create the folder of a SQLite meta database, or refuse a path that cannot hold one."""
+    if path.is_dir():
+        raise ConfigError(
+            f"meta URI {redact_uri(uri)!r}: {str(path)!r} is a directory; give a file path, "
+            f"e.g. sqlite:///{path / 'meta.db'}"
+        )
+    blocker = next((p for p in path.parents if p.exists() and not p.is_dir()), None)
+    if blocker is not None:
+        raise ConfigError(
+            f"meta URI {redact_uri(uri)!r}: {str(blocker)!r} is a file, not a folder; "
+            "choose a path whose parent folders are folders"
+        )
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(
+            f"meta URI {redact_uri(uri)!r}: cannot create the folder {str(path.parent)!r} ({exc.strerror}); "
+            "create it, or choose a writable path"
+        ) from None
+    if path.exists() and path.stat().st_size >= 16:
+        with path.open("rb") as f:
+            if f.read(16) != b"SQLite format 3\x00":
+                raise ConfigError(
+                    f"meta URI {redact_uri(uri)!r}: {str(path)!r} is not a SQLite database; "
+                    "choose a new file name or the server's meta.db"
+                )
+
+
 def _engine_for(uri: str) -> Engine:
     scheme = uri.split(":", 1)[0].lower()
     if scheme in ("postgresql", "postgres", "postgresql+psycopg"):
@@ -100,7 +129,7 @@ def _engine_for(uri: str) -> Engine:
             raise ConfigError(
                 f"meta URI {uri!r} has no file path; use sqlite:///relative/path.db or sqlite:////absolute/path.db"
             )
-        Path(database).expanduser().resolve().parent.mkdir(parents=True, exist_ok=True)
+        _check_sqlite_path(Path(database).expanduser().resolve(), uri)
         # NullPool: a SQLite connection is cheap, and no pooled connection outlives a fork.
         engine = create_engine(
             uri,

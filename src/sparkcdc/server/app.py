@@ -20,13 +20,26 @@ from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Route
 
 from sparkcdc import __version__
+from sparkcdc.config.uri import redact_text
 from sparkcdc.errors import AuthError, SparkCdcError, TransientError, http_status
-from sparkcdc.meta import MetaStore
-from sparkcdc.server.service import ChangefeedService, invalid_param, validate_namespace
+from sparkcdc.meta import ChangefeedState, MetaStore
+from sparkcdc.server.service import (
+    ChangefeedService,
+    invalid_param,
+    short_repr,
+    validate_changefeed_id,
+    validate_namespace,
+)
 
 log = logging.getLogger(__name__)
 
 PREFIX = "/api/v2"
+MAX_BODY_BYTES = 1 << 20
+"""The largest request body the API reads (a changefeed request is a few KiB)."""
+LIST_STATES = [s.value for s in ChangefeedState]
+"""What ``GET /changefeeds?state=`` accepts."""
+TRUE_FALSE = {"1": True, "true": True, "0": False, "false": False}
+"""What a boolean query parameter (``all``) accepts."""
 Handler = Callable[[Request], Awaitable[Response]]
 
 DASHBOARD_DIR = Path(__file__).resolve().parent / "dashboard"
@@ -52,6 +65,8 @@ class ServerState:
     """The process's ``sparkcdc.metrics.ChangefeedMetrics`` (``/metrics``)."""
     history: Any = None
     """The ``server.history.ChangefeedHistory`` sampler (``/changefeeds/{id}/history``)."""
+    debug: bool = False
+    """Log the traceback of an unexpected error (``sparkcdc --debug server``)."""
 
 
 def _json(data: Any, status: int = 200) -> JSONResponse:
@@ -63,14 +78,52 @@ def error_response(err: SparkCdcError) -> JSONResponse:
     return _json(err.to_dict(), http_status(err))
 
 
+class BodyTooLarge(SparkCdcError):
+    """A request body over ``MAX_BODY_BYTES`` (HTTP 413)."""
+
+    code = "CDC:ErrAPIBodyTooLarge"
+
+
+def _too_large() -> BodyTooLarge:
+    return BodyTooLarge(
+        f"the request body is larger than {MAX_BODY_BYTES} bytes (1 MiB); "
+        "a changefeed request is a JSON object of a few KiB: send its fields, not data"
+    )
+
+
+async def _read_capped(request: Request) -> bytes:
+    """The body, refused with 413 as soon as it passes ``MAX_BODY_BYTES`` (never read whole)."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+        raise _too_large()
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            raise _too_large()
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
 async def _body(request: Request) -> dict[str, Any]:
-    raw = await request.body()
+    raw = await _read_capped(request)
     if not raw.strip():
         return {}
     try:
-        data = json.loads(raw)
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise invalid_param(
+            f"the request body is not UTF-8 text (byte {exc.start}); send a JSON object"
+        ) from None
+    try:
+        data = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise invalid_param(f"the request body is not valid JSON: {exc}") from exc
+        # The position, not the text: the body may hold a password.
+        raise invalid_param(
+            f"the request body is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno}); "
+            "send a JSON object"
+        ) from None
     if not isinstance(data, dict):
         raise invalid_param(f"the request body must be a JSON object, got {type(data).__name__}")
     return data
@@ -81,7 +134,11 @@ def create_app(state: ServerState) -> Starlette:
     svc = state.service
 
     def ns_of(request: Request) -> str:
+        _only_params(request, ("namespace",))
         return validate_namespace(request.query_params.get("namespace"))
+
+    def id_of(request: Request) -> str:
+        return validate_changefeed_id(request.path_params["id"])
 
     async def health(request: Request) -> Response:
         return _json({})
@@ -123,57 +180,64 @@ def create_app(state: ServerState) -> Starlette:
         return _json({"total": len(items), "items": items})
 
     async def list_changefeeds(request: Request) -> Response:
+        _only_params(request, ("namespace", "all", "state"))
         ns = request.query_params.get("namespace")
         ns = validate_namespace(ns) if ns else None
-        include_removed = request.query_params.get("all", "").lower() in ("1", "true")
-        state_filter = request.query_params.get("state")
+        include_removed = _bool_param(request, "all")
+        state_filter = request.query_params.get("state") or None
+        if state_filter is not None and state_filter not in LIST_STATES:
+            raise invalid_param(
+                f"invalid query parameter state={short_repr(state_filter)}: use one of {', '.join(LIST_STATES)}"
+            )
         cfs = await run_in_threadpool(state.store.list_changefeeds, ns, include_removed=include_removed)
         items = [svc.summary(cf) for cf in cfs if not state_filter or cf.state.value == state_filter]
         return _json({"total": len(items), "items": items})
 
     async def create_changefeed(request: Request) -> Response:
+        _only_params(request, ())
         body = await _body(request)
         cf = await run_in_threadpool(svc.create, body)
         log.info("changefeed %s created (sink %s)", cf.id, svc.detail(cf)["sink_uri"])
         return _json(svc.detail(cf), 201)
 
     async def get_changefeed(request: Request) -> Response:
-        cf = await run_in_threadpool(state.store.get_changefeed, request.path_params["id"], ns_of(request))
+        cf = await run_in_threadpool(state.store.get_changefeed, id_of(request), ns_of(request))
         return _json(svc.detail(cf))
 
     async def changefeed_status(request: Request) -> Response:
-        cf = await run_in_threadpool(state.store.get_changefeed, request.path_params["id"], ns_of(request))
+        cf = await run_in_threadpool(state.store.get_changefeed, id_of(request), ns_of(request))
         return _json(svc.status(cf))
 
     async def update_changefeed(request: Request) -> Response:
         body = await _body(request)
-        cf = await run_in_threadpool(svc.update, request.path_params["id"], ns_of(request), body)
+        cf = await run_in_threadpool(svc.update, id_of(request), ns_of(request), body)
         log.info("changefeed %s updated", cf.id)
         return _json(svc.detail(cf))
 
     async def delete_changefeed(request: Request) -> Response:
-        cf = await run_in_threadpool(svc.remove, request.path_params["id"], ns_of(request))
+        cf = await run_in_threadpool(svc.remove, id_of(request), ns_of(request))
         log.info("changefeed %s removed", cf.id)
         return _json({})
 
     async def pause(request: Request) -> Response:
-        cf = await run_in_threadpool(svc.pause, request.path_params["id"], ns_of(request))
+        cf = await run_in_threadpool(svc.pause, id_of(request), ns_of(request))
         log.info("changefeed %s paused", cf.id)
         return _json({})
 
     async def resume(request: Request) -> Response:
+        cf_id, ns = id_of(request), ns_of(request)
         body = await _body(request)
         unknown = sorted(set(body) - {"overwrite_checkpoint_ts"})
         if unknown:
             raise invalid_param(f"unknown field(s) {unknown} in resume; allowed: ['overwrite_checkpoint_ts']")
         ts = body.get("overwrite_checkpoint_ts") or None
-        cf = await run_in_threadpool(svc.resume, request.path_params["id"], ns_of(request), ts)
+        cf = await run_in_threadpool(svc.resume, cf_id, ns, ts)
         log.info("changefeed %s resumed%s", cf.id, f" from ts {ts}" if ts else "")
         return _json({})
 
     async def history(request: Request) -> Response:
         ns = ns_of(request)
-        cf = await run_in_threadpool(state.store.get_changefeed, request.path_params["id"], ns)
+        cf = await run_in_threadpool(state.store.get_changefeed, id_of(request), ns)
         h = state.history
         points = h.points(cf.namespace, cf.id) if h is not None else []
         window = h.window_s if h is not None else 0
@@ -181,7 +245,7 @@ def create_app(state: ServerState) -> Starlette:
         return _json({"window_s": window, "interval_s": interval, "total": len(points), "items": points})
 
     async def snapshot(request: Request) -> Response:
-        cf = await run_in_threadpool(state.store.get_changefeed, request.path_params["id"], ns_of(request))
+        cf = await run_in_threadpool(state.store.get_changefeed, id_of(request), ns_of(request))
         return _json(await run_in_threadpool(svc.snapshot, cf))
 
     async def metrics(request: Request) -> Response:
@@ -208,6 +272,16 @@ def create_app(state: ServerState) -> Starlette:
                     _check_auth(request, state.auth_token)
                 return await handler(request)
             except SparkCdcError as err:
+                # One line, no traceback: a refused request is the caller's mistake, not the server's.
+                log.log(
+                    logging.WARNING if http_status(err) >= 500 else logging.INFO,
+                    "%s %s refused (%d): [%s] %s",
+                    request.method,
+                    request.url.path[:200],
+                    http_status(err),
+                    err.code,
+                    redact_text(err.message.splitlines()[0] if err.message else "")[:500],
+                )
                 return error_response(err)
             except SQLAlchemyError as exc:
                 log.warning(
@@ -249,8 +323,14 @@ def create_app(state: ServerState) -> Starlette:
         return _json({"error_code": code, "error_msg": msg}, exc.status_code)
 
     async def internal_error(request: Request, exc: Exception) -> Response:
+        # One coded line; the traceback only with --debug (it may quote request data).
         log.error(
-            "internal error on %s %s: %s", request.method, request.url.path, type(exc).__name__, exc_info=exc
+            "[CDC:ErrInternalServerError] %s %s: %s: %s",
+            request.method,
+            request.url.path[:200],
+            type(exc).__name__,
+            redact_text(str(exc).splitlines()[0] if str(exc) else "")[:500],
+            exc_info=exc if state.debug else None,
         )
         return _json(
             {
@@ -264,6 +344,27 @@ def create_app(state: ServerState) -> Starlette:
         routes=routes,
         exception_handlers={HTTPException: http_error, Exception: internal_error},
     )
+
+
+def _only_params(request: Request, allowed: tuple[str, ...]) -> None:
+    """Refuse query parameters the route does not read (a typo would otherwise be ignored)."""
+    unknown = sorted(set(request.query_params) - set(allowed))
+    if unknown:
+        names = ", ".join(short_repr(k) for k in unknown)
+        hint = f"allowed: {', '.join(allowed)}" if allowed else "this route takes none"
+        raise invalid_param(f"unknown query parameter(s) {names} on {request.url.path[:200]}; {hint}")
+
+
+def _bool_param(request: Request, name: str) -> bool:
+    raw = request.query_params.get(name)
+    if raw is None or raw == "":
+        return False
+    value = TRUE_FALSE.get(raw.lower())
+    if value is None:
+        raise invalid_param(
+            f"invalid query parameter {name}={short_repr(raw)}: use true or false (or 1 or 0)"
+        )
+    return value
 
 
 def _check_auth(request: Request, token: str) -> None:

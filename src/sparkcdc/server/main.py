@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import errno
 import logging
+import math
 import os
 import signal
 import socket
@@ -16,7 +18,12 @@ from sparkcdc.meta import MetaStore
 from sparkcdc.metrics import ChangefeedMetrics
 from sparkcdc.server.app import ServerState, create_app
 from sparkcdc.server.history import ChangefeedHistory
-from sparkcdc.server.runner import ChangefeedRunner, SparkChangefeedRunner
+from sparkcdc.server.runner import (
+    ChangefeedRunner,
+    SparkChangefeedRunner,
+    check_spark_master,
+    probe_spark_master,
+)
 from sparkcdc.server.scheduler import Scheduler
 from sparkcdc.server.service import ChangefeedService
 
@@ -36,27 +43,71 @@ class ServerOptions:
     data_dir: str | None = None
     advertise_addr: str | None = None
     max_changefeeds: int | None = None
+    debug: bool = False
+    """Log the traceback of unexpected errors (``sparkcdc --debug server``)."""
 
 
-def parse_listen(listen: str) -> tuple[str, int]:
-    """``host:port`` → (host, port)."""
+def parse_listen(listen: str, flag: str = "--listen") -> tuple[str, int]:
+    """``host:port`` → (host, port); the port from 1 to 65535."""
     host, sep, port = listen.rpartition(":")
-    if not sep or not port.isdigit() or not host:
-        raise ConfigError(f"invalid --listen {listen!r}: expected HOST:PORT, e.g. 127.0.0.1:8300")
+    if not sep or not port.isdigit() or not host.strip("[]"):
+        raise ConfigError(f"invalid {flag} {listen!r}: expected HOST:PORT, e.g. 127.0.0.1:8300")
+    if not 0 < int(port) < 65536:
+        raise ConfigError(f"invalid {flag} {listen!r}: the port {port} is out of range; use 1 to 65535")
     return host.strip("[]"), int(port)
+
+
+def bind_listen(host: str, port: int, listen: str) -> socket.socket:
+    """The listening socket for ``--listen``, or a ConfigError saying why it cannot be had."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except (socket.gaierror, UnicodeError) as exc:
+        raise ConfigError(
+            f"invalid --listen {listen!r}: cannot resolve the host {host!r} ({exc}); "
+            "give an address of this machine, e.g. 127.0.0.1:8300 or 0.0.0.0:8300"
+        ) from None
+    family, kind, proto, _name, addr = infos[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(addr)
+    except OSError as exc:
+        sock.close()
+        fix = {
+            errno.EADDRINUSE: "another process listens there: stop it or choose another port",
+            errno.EADDRNOTAVAIL: "it is not an address of this machine: use one of its addresses or 0.0.0.0",
+            errno.EACCES: "ports below 1024 need privileges: choose a port from 1024 up",
+        }.get(exc.errno or 0, "choose another HOST:PORT")
+        raise ConfigError(f"cannot listen on {listen!r} ({exc.strerror}): {fix}") from None
+    return sock
+
+
+def check_options(opts: ServerOptions) -> tuple[str, int]:
+    """Refuse bad flags before anything starts; returns the listen host and port."""
+    host, port = parse_listen(opts.listen)
+    if opts.advertise_addr is not None:
+        parse_listen(opts.advertise_addr, "--advertise-addr")
+    if not opts.meta_uri:
+        raise ConfigError("missing --meta-uri: e.g. sqlite:///var/lib/sparkcdc/meta.db or postgresql://...")
+    if not math.isfinite(opts.lease_seconds) or opts.lease_seconds < 1:
+        raise ConfigError(
+            f"invalid --lease-seconds {opts.lease_seconds}: must be a number of seconds, at least 1"
+        )
+    if opts.auth_token is not None and not opts.auth_token.strip():
+        raise ConfigError("--auth-token is empty: give a token or leave the flag out")
+    if opts.max_changefeeds is not None and opts.max_changefeeds < 0:
+        raise ConfigError(
+            f"invalid --max-changefeeds {opts.max_changefeeds}: give 0 (serve the API only) or more"
+        )
+    check_spark_master(opts.spark_master)
+    return host, port
 
 
 def run_server(opts: ServerOptions, runner: ChangefeedRunner | None = None) -> int:
     """Serve until SIGINT/SIGTERM, then stop the changefeeds and release their leases."""
     import uvicorn
 
-    host, port = parse_listen(opts.listen)
-    if not opts.meta_uri:
-        raise ConfigError("missing --meta-uri: e.g. sqlite:///var/lib/sparkcdc/meta.db or postgresql://...")
-    if opts.lease_seconds < 1:
-        raise ConfigError(f"invalid --lease-seconds {opts.lease_seconds}: must be at least 1")
-    if opts.auth_token is not None and not opts.auth_token.strip():
-        raise ConfigError("--auth-token is empty: give a token or leave the flag out")
+    host, port = check_options(opts)
     advertise = opts.advertise_addr or (
         f"{socket.gethostname()}:{port}" if host in ("0.0.0.0", "::") else opts.listen
     )
@@ -64,8 +115,18 @@ def run_server(opts: ServerOptions, runner: ChangefeedRunner | None = None) -> i
     data_dir = opts.data_dir or os.path.join(tempfile.gettempdir(), "sparkcdc-data")
     from sparkcdc.pipeline.state import SPARK_CHECKPOINT_ROOT_CONF, StateDir
 
-    StateDir.parse(data_dir).check()  # a file, an unwritable folder, a bad URL: refused before serving
-    store = MetaStore.open(opts.meta_uri)
+    sock = bind_listen(host, port, opts.listen)
+    try:
+        StateDir.parse(data_dir).check()  # a file, an unwritable folder, a bad URL: refused before serving
+        store = MetaStore.open(opts.meta_uri)
+    except BaseException:
+        sock.close()
+        raise
+    if runner is None and (why := probe_spark_master(opts.spark_master)) is not None:
+        # Not refused (the master may come up later); changefeeds show it as their warning meanwhile.
+        log.warning(
+            "the Spark master %s is unreachable (%s): changefeeds wait for it", opts.spark_master, why
+        )
     metrics = ChangefeedMetrics()
     history = ChangefeedHistory(store, metrics)
     runner = runner or SparkChangefeedRunner(
@@ -92,6 +153,7 @@ def run_server(opts: ServerOptions, runner: ChangefeedRunner | None = None) -> i
         scheduler=scheduler,
         metrics=metrics,
         history=history,
+        debug=opts.debug,
     )
     app = create_app(state)
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False, lifespan="off")
@@ -117,8 +179,9 @@ def run_server(opts: ServerOptions, runner: ChangefeedRunner | None = None) -> i
     scheduler.start()
     history.start()
     try:
-        server.run()
+        server.run(sockets=[sock])
     finally:
+        sock.close()
         log.info("sparkcdc server %s stopping: releasing its changefeeds", server_id)
         history.stop()
         scheduler.shutdown()

@@ -8,15 +8,83 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import re
+import socket
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from sparkcdc.config.replica import ReplicaConfig
-from sparkcdc.errors import PermanentError, SparkCdcError
+from sparkcdc.errors import ConfigError, PermanentError, SparkCdcError, TransientError
 
 log = logging.getLogger(__name__)
+
+MASTER_FORMS = (
+    "local, local[N], local[*], local[N,M], spark://HOST:PORT[,HOST:PORT...], yarn, k8s://HOST:PORT"
+)
+"""The ``--spark-master`` forms, as a refusal lists them."""
+
+_LOCAL = re.compile(r"local(\[(\*|[1-9][0-9]*)(\s*,\s*[1-9][0-9]*)?\])?")
+_LOCAL_CLUSTER = re.compile(r"local-cluster\[[1-9][0-9]*\s*,\s*[1-9][0-9]*\s*,\s*[1-9][0-9]*\]")
+_HOST_PORT = re.compile(r"(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9_.-]+):([0-9]{1,5})")
+MASTER_PROBE_SECONDS = 3.0
+"""How long a start waits for a TCP connection to a standalone master before calling it unreachable."""
+
+
+def check_spark_master(master: str) -> str:
+    """``master`` if it has one of Spark's master URL forms, else a ConfigError listing them."""
+    m = master.strip()
+
+    def refuse(why: str) -> ConfigError:
+        return ConfigError(f"invalid --spark-master {master!r}: {why}; use one of {MASTER_FORMS}")
+
+    if _LOCAL.fullmatch(m) or _LOCAL_CLUSTER.fullmatch(m) or m == "yarn":
+        return m
+    if m.startswith("local"):
+        raise refuse("a local master takes a positive number of threads (or *), e.g. local[2]")
+    if m.startswith("spark://"):
+        for hp in m[len("spark://") :].split(","):
+            hm = _HOST_PORT.fullmatch(hp.strip())
+            if hm is None or not 0 < int(hm.group(2)) < 65536:
+                raise refuse(f"{hp!r} is not HOST:PORT with a port from 1 to 65535")
+        return m
+    if m.startswith("k8s://") and len(m) > len("k8s://"):
+        return m
+    raise refuse("not a Spark master URL")
+
+
+def standalone_masters(master: str) -> list[tuple[str, int]]:
+    """The (host, port) pairs of a ``spark://`` master (empty for any other form)."""
+    if not master.startswith("spark://"):
+        return []
+    out = []
+    for hp in master[len("spark://") :].split(","):
+        hm = _HOST_PORT.fullmatch(hp.strip())
+        if hm is not None:
+            out.append((hm.group(1).strip("[]"), int(hm.group(2))))
+    return out
+
+
+def probe_spark_master(master: str, timeout: float = MASTER_PROBE_SECONDS) -> str | None:
+    """None when a standalone master (any of its hosts) takes TCP connections, else why not."""
+    reasons = []
+    for host, port in standalone_masters(master):
+        try:
+            socket.create_connection((host, port), timeout=timeout).close()
+            return None
+        except OSError as exc:
+            reasons.append(f"{host}:{port}: {exc.strerror or type(exc).__name__}")
+    return "; ".join(reasons) or None
+
+
+def master_unreachable(master: str, why: str) -> TransientError:
+    """The error a changefeed shows while its server's Spark master cannot be reached."""
+    return TransientError(
+        f"the Spark master {master} is unreachable ({why}); start it, or restart the server with "
+        "--spark-master pointing at a running master",
+        code="CDC:ErrSparkMasterUnreachable",
+    )
 
 
 class ProgressLike(Protocol):
@@ -88,7 +156,14 @@ class SparkChangefeedRunner:
     def spark(self) -> Any:
         """The SparkSession (with sparkcdc's data source registered), created on first use."""
         with self._lock:
+            if self._spark is not None and _stopped(self._spark):
+                # Spark ended the application itself (a master that gave up on it): start a new one.
+                log.warning("the SparkSession (master %s) was stopped; starting a new one", self.master)
+                self._spark = None
             if self._spark is None:
+                why = probe_spark_master(self.master)
+                if why is not None:
+                    raise master_unreachable(self.master, why)
                 from sparkcdc.pipeline.spark import get_spark
 
                 log.info("starting SparkSession (master %s)", self.master)
@@ -134,3 +209,12 @@ class SparkChangefeedRunner:
             if self._spark is not None:
                 self._spark.stop()
                 self._spark = None
+
+
+def _stopped(spark: Any) -> bool:
+    """Whether a SparkSession's context has been stopped (by us or by Spark)."""
+    try:
+        jsc = spark.sparkContext._jsc
+        return jsc is None or bool(jsc.sc().isStopped())
+    except Exception:  # a gateway that is gone means a stopped session too
+        return True

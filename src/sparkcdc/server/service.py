@@ -33,6 +33,12 @@ SinkValidator = Callable[[str, ReplicaConfig, str], None]
 UpstreamProbe = Callable[[str, int | None], int]
 
 
+def short_repr(value: Any, limit: int = 40) -> str:
+    """``repr(value)``, cut to about ``limit`` characters (a bad value is named, not echoed whole)."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[: limit - 5]}...{text[-1]} ({len(str(value))} characters)"
+
+
 def invalid_param(message: str) -> ConfigError:
     """A 400 for a malformed request parameter."""
     return ConfigError(message, code="CDC:ErrAPIInvalidParam")
@@ -42,7 +48,7 @@ def validate_changefeed_id(value: Any) -> str:
     """TiCDC's id rule: letters and digits in groups joined by single dashes."""
     if not isinstance(value, str) or not CHANGEFEED_ID_RE.match(value) or len(value) > MAX_ID_LENGTH:
         raise ConfigError(
-            f"invalid changefeed id {value!r}: use letters, digits and single dashes between them "
+            f"invalid changefeed id {short_repr(value)}: use letters, digits and single dashes between them "
             f"(matching ^[a-zA-Z0-9]+(\\-[a-zA-Z0-9]+)*$, at most {MAX_ID_LENGTH} characters), e.g. 'orders-to-kafka'",
             code="CDC:ErrInvalidChangefeedID",
         )
@@ -55,7 +61,7 @@ def validate_namespace(value: Any) -> str:
         return "default"
     if not isinstance(value, str) or not CHANGEFEED_ID_RE.match(value) or len(value) > MAX_ID_LENGTH:
         raise invalid_param(
-            f"invalid namespace {value!r}: use letters, digits and single dashes, e.g. 'default'"
+            f"invalid namespace {short_repr(value)}: use letters, digits and single dashes, e.g. 'default'"
         )
     return value
 
@@ -70,12 +76,20 @@ def validate_upstream_uri(uri: Any) -> str:
     return uri
 
 
+def _check_strings(body: dict[str, Any], keys: tuple[str, ...]) -> None:
+    """Refuse a field that must be a string but holds another JSON type."""
+    for key in keys:
+        v = body.get(key)
+        if v is not None and not isinstance(v, str):
+            raise invalid_param(f"invalid {key} {short_repr(v)}: expected a string, got {type(v).__name__}")
+
+
 def _ts(body: dict[str, Any], key: str) -> int | None:
     v = body.get(key)
     if v is None or v == 0:
         return None
     if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-        raise invalid_param(f"invalid {key} {v!r}: expected a non-negative integer commit ts")
+        raise invalid_param(f"invalid {key} {short_repr(v)}: expected a non-negative integer commit ts")
     return v
 
 
@@ -170,6 +184,7 @@ class ChangefeedService:
         unknown = sorted(set(body) - known)
         if unknown:
             raise invalid_param(f"unknown field(s) {unknown} in the request; allowed: {sorted(known)}")
+        _check_strings(body, ("namespace", "changefeed_id", "sink_uri", "upstream_uri", "database", "table"))
         namespace = validate_namespace(body.get("namespace"))
         cf_id = body.get("changefeed_id") or str(uuid.uuid4())
         validate_changefeed_id(cf_id)
@@ -268,6 +283,7 @@ class ChangefeedService:
         unknown = sorted(set(body) - known)
         if unknown:
             raise invalid_param(f"unknown field(s) {unknown} in the update; allowed: {sorted(known)}")
+        _check_strings(body, ("sink_uri", "upstream_uri"))
         if not set(body) & known:
             raise invalid_param(
                 "nothing to update: give at least one of sink_uri, upstream_uri, target_ts, replica_config"

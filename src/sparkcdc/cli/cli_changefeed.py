@@ -12,7 +12,7 @@ from typing import Any
 from sparkcdc.config.replica import ReplicaConfig
 from sparkcdc.errors import ConfigError
 from sparkcdc.server.render import add_client_args, client_of, emit
-from sparkcdc.server.service import validate_changefeed_id
+from sparkcdc.server.service import validate_changefeed_id, validate_namespace
 
 LIST_COLUMNS = [
     "id",
@@ -42,10 +42,30 @@ def _ts_arg(text: str) -> int:
     return v
 
 
+def _checked(func: Any) -> Any:
+    """``func`` after the id and namespace flags are checked here, before any request is sent."""
+
+    def run(args: argparse.Namespace) -> int:
+        if getattr(args, "changefeed_id", None) is not None:
+            validate_changefeed_id(args.changefeed_id)
+        if args.namespace is not None:
+            validate_namespace(args.namespace)
+        rc: int = func(args)
+        return rc
+
+    return run
+
+
 def cmd_create(args: argparse.Namespace) -> int:
     """Create a changefeed (or a subscription of one table with --subscriber/--database/--table)."""
     cf_id = args.changefeed_id or str(uuid.uuid4())
     validate_changefeed_id(cf_id)
+    if args.start_ts and args.target_ts and args.target_ts <= args.start_ts:
+        raise ConfigError(
+            f"--target-ts {args.target_ts} is not after --start-ts {args.start_ts}; "
+            "choose a later --target-ts (or none)",
+            code="CDC:ErrTargetTsBeforeStartTs",
+        )
     if (args.database is None) != (args.table is None):
         raise ConfigError("--database and --table go together: a subscription selects exactly one table")
     config = _read_config(args.config) if args.config else {}
@@ -169,7 +189,7 @@ def register(groups: argparse._SubParsersAction) -> None:
         )
         if needs_id:
             v.add_argument("-c", "--changefeed-id", required=True, help="changefeed id")
-        v.set_defaults(func=func)
+        v.set_defaults(func=_checked(func))
         return v
 
     c = verb("create", cmd_create, "create a changefeed", needs_id=False)

@@ -10,7 +10,7 @@ from typing import Any
 
 LOG_FORMATS = ("text", "json")
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
-NOISY_LOGGERS = ("py4j", "pyspark", "urllib3", "botocore", "s3fs", "aiobotocore")
+NOISY_LOGGERS = ("py4j", "pyspark", "urllib3", "botocore", "s3fs", "aiobotocore", "httpx", "httpcore")
 
 _STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime", "taskName"}
 """Attributes every record has; anything else was passed with ``extra=`` and becomes a field."""

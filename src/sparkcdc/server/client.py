@@ -3,14 +3,44 @@
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 import httpx
 
 from sparkcdc import errors
-from sparkcdc.errors import SparkCdcError, TransientError
+from sparkcdc.config.uri import redact_uri
+from sparkcdc.errors import ConfigError, SparkCdcError, TransientError
 
 DEFAULT_SERVER = "http://127.0.0.1:8300"
+CONNECT_TIMEOUT = 10.0
+"""Seconds to wait for a connection to the server (an unreachable one is reported within this)."""
+
+
+def server_url(text: str) -> str:
+    """``--server`` as a base URL: ``http(s)://HOST[:PORT]`` (``HOST:PORT`` alone means http)."""
+    raw = text.strip()
+    url = (raw if "://" in raw else f"http://{raw}").rstrip("/")
+    if any(c.isspace() for c in raw):
+        url = ""  # a host never holds a space
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        parts, port = None, None
+    if (
+        parts is None
+        or parts.scheme not in ("http", "https")
+        or not parts.hostname
+        or (port is not None and not 0 < port < 65536)
+        or parts.query
+        or parts.fragment
+    ):
+        raise ConfigError(
+            f"invalid --server {redact_uri(text)!r}: expected http://HOST:PORT of a sparkcdc server, "
+            f"e.g. {DEFAULT_SERVER}"
+        )
+    return url
+
 
 _BY_STATUS: dict[int, type[SparkCdcError]] = {
     400: errors.ConfigError,
@@ -37,7 +67,9 @@ def error_from_response(resp: httpx.Response) -> SparkCdcError:
         body = resp.json()
         code, msg = str(body["error_code"]), str(body["error_msg"])
     except (ValueError, KeyError, TypeError):
-        code, msg = "CDC:ErrHTTP", f"HTTP {resp.status_code}: {resp.text[:500]}"
+        first = resp.text.strip().splitlines()[0][:200] if resp.text.strip() else ""
+        code = "CDC:ErrHTTP"
+        msg = f"HTTP {resp.status_code} that is not a sparkcdc API answer ({first!r}); check --server"
     cls = _classes().get(code) or _BY_STATUS.get(resp.status_code, SparkCdcError)
     return cls(msg, code=code)
 
@@ -52,9 +84,13 @@ class ApiClient:
     def __init__(
         self, server: str = DEFAULT_SERVER, auth_token: str | None = None, timeout: float = 60.0
     ) -> None:
-        self.server = server.rstrip("/")
+        self.server = server_url(server)
         headers = {"Authorization": f"Bearer {auth_token}"} if auth_token else {}
-        self._http = httpx.Client(base_url=f"{self.server}/api/v2", headers=headers, timeout=timeout)
+        self._http = httpx.Client(
+            base_url=f"{self.server}/api/v2",
+            headers=headers,
+            timeout=httpx.Timeout(timeout, connect=min(timeout, CONNECT_TIMEOUT)),
+        )
 
     def close(self) -> None:
         """Close the connection pool."""
@@ -74,14 +110,24 @@ class ApiClient:
         try:
             resp = self._http.request(method, path, json=json, params=clean)
         except httpx.TransportError as exc:
+            why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             raise TransientError(
-                f"cannot reach the sparkcdc server at {self.server}: {exc}; "
+                f"cannot reach the sparkcdc server at {redact_uri(self.server)} ({why}); "
                 "is `sparkcdc server` running there? (set --server)",
                 code="CDC:ErrServerUnreachable",
             ) from exc
         if resp.status_code >= 400:
             raise error_from_response(resp)
-        return resp.json() if resp.content else {}
+        if not resp.content:
+            return {}
+        try:
+            return resp.json()
+        except ValueError:
+            raise ConfigError(
+                f"the server at {redact_uri(self.server)} answered HTTP {resp.status_code} with something that "
+                "is not JSON: it is not a sparkcdc server; check --server",
+                code="CDC:ErrHTTP",
+            ) from None
 
     def health(self) -> Any:
         """GET /health."""

@@ -218,8 +218,15 @@ class AuthError(SparkCdcError):
     code = "CDC:ErrUnauthorized"
 
 
+class RequestTooLarge(ConfigError):
+    """An API request body over the server's limit."""
+
+    code = "CDC:ErrAPIBodyTooLarge"
+
+
 HTTP_STATUS: dict[type[SparkCdcError], int] = {
     ConfigError: 400,
+    RequestTooLarge: 413,
     ChangefeedNotFound: 404,
     ChangefeedExists: 409,
     ChangefeedStateError: 409,

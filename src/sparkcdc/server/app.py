@@ -21,7 +21,7 @@ from starlette.routing import Route
 
 from sparkcdc import __version__
 from sparkcdc.config.uri import redact_text
-from sparkcdc.errors import AuthError, SparkCdcError, TransientError, http_status
+from sparkcdc.errors import AuthError, RequestTooLarge, SparkCdcError, TransientError, http_status
 from sparkcdc.meta import ChangefeedState, MetaStore
 from sparkcdc.server.service import (
     ChangefeedService,
@@ -78,14 +78,8 @@ def error_response(err: SparkCdcError) -> JSONResponse:
     return _json(err.to_dict(), http_status(err))
 
 
-class BodyTooLarge(SparkCdcError):
-    """A request body over ``MAX_BODY_BYTES`` (HTTP 413)."""
-
-    code = "CDC:ErrAPIBodyTooLarge"
-
-
-def _too_large() -> BodyTooLarge:
-    return BodyTooLarge(
+def _too_large() -> RequestTooLarge:
+    return RequestTooLarge(
         f"the request body is larger than {MAX_BODY_BYTES} bytes (1 MiB); "
         "a changefeed request is a JSON object of a few KiB: send its fields, not data"
     )
@@ -144,6 +138,7 @@ def create_app(state: ServerState) -> Starlette:
         return _json({})
 
     async def status(request: Request) -> Response:
+        _only_params(request, ())
         servers = await run_in_threadpool(state.store.list_servers, state.lease_seconds * 3)
         owner = servers[0].id if servers else None
         return _json(
@@ -161,6 +156,7 @@ def create_app(state: ServerState) -> Starlette:
         )
 
     async def captures(request: Request) -> Response:
+        _only_params(request, ())
         servers = await run_in_threadpool(state.store.list_servers, state.lease_seconds * 3)
         owner = servers[0].id if servers else None
         items = [

@@ -14,10 +14,7 @@ import sparkcdc.cli as cli_pkg
 from sparkcdc import __version__
 from sparkcdc.cli.logs import LOG_FORMATS, configure
 from sparkcdc.config.uri import scrub_secrets
-from sparkcdc.errors import ConfigError, SparkCdcError
-
-UNKNOWN_CODE = SparkCdcError.code
-"""The code of an error sparkcdc did not expect (``CDC:ErrUnknown``)."""
+from sparkcdc.errors import ConfigError, SparkCdcError, map_spark_error
 
 
 def discover(parser_group: argparse._SubParsersAction, prefix: str) -> None:
@@ -47,7 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--log-format", default="text", choices=LOG_FORMATS, help="log lines as text or one JSON object each"
     )
     parser.add_argument(
-        "--debug", action="store_true", help="print the traceback of an error after its one-line message"
+        "--debug", action="store_true", help="print the traceback of an error before its one-line message"
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
@@ -61,10 +58,10 @@ def error_line(err: BaseException, argv: Sequence[str]) -> str:
     A sparkcdc error prints its code and message; anything else is unexpected and prints as
     ``[CDC:ErrUnknown] Type: message``.
     """
-    if isinstance(err, SparkCdcError):
-        code, text = err.code, err.message
-    else:
-        code, text = UNKNOWN_CODE, f"{type(err).__name__}: {err}"
+    if not isinstance(err, SparkCdcError):
+        # A failure out of Spark may carry a sparkcdc error in its text; otherwise its summary line.
+        err = map_spark_error(err)
+    code, text = err.code, err.message
     text = "; ".join(line.strip() for line in text.splitlines() if line.strip()) or type(err).__name__
     return f"Error: [{code}] {scrub_secrets(text, list(argv))}"
 

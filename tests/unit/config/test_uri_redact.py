@@ -93,3 +93,13 @@ def test_an_unexpected_error_is_one_line_and_debug_adds_the_traceback(
     err = capsys.readouterr().err
     assert "Traceback (most recent call last)" in err and SECRET not in err
     assert err.splitlines()[-1] == "Error: [CDC:ErrUnknown] KeyError: 'mysql://u:xxxxx@h/'"
+
+
+def test_a_failure_out_of_spark_prints_the_sparkcdc_error_it_carries_or_its_last_python_line() -> None:
+    carried = RuntimeError("An error occurred while calling o42.start.\n" + SinkURIError("bad sink").marker())
+    assert error_line(carried, []) == "Error: [CDC:ErrSinkURIInvalid] bad sink"
+    spark = RuntimeError(
+        'An error occurred.\nTraceback (most recent call last):\n  File "x.py", line 1, in f\n'
+        "ZeroDivisionError: division by zero\n\tat org.apache.spark.Foo(Foo.java:1)\n\tat more"
+    )
+    assert error_line(spark, []) == "Error: [CDC:ErrUnknown] ZeroDivisionError: division by zero"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import pkgutil
 import sys
 import traceback
@@ -87,6 +88,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2 if not err.transient else 3
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # The reader of stdout went away (``| head``): nothing more can be said there, and Python's
+        # flush at exit must not print a traceback about it.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     except Exception as err:  # the last resort: one coded line instead of a traceback
         _report(err, argv, debug)
         return 1

@@ -23,6 +23,7 @@ from sparkcdc import __version__
 from sparkcdc.config.uri import redact_text
 from sparkcdc.errors import AuthError, RequestTooLarge, SparkCdcError, TransientError, http_status
 from sparkcdc.meta import ChangefeedState, MetaStore
+from sparkcdc.server.redact import unexpected
 from sparkcdc.server.service import (
     ChangefeedService,
     invalid_param,
@@ -321,11 +322,10 @@ def create_app(state: ServerState) -> Starlette:
     async def internal_error(request: Request, exc: Exception) -> Response:
         # One coded line; the traceback only with --debug (it may quote request data).
         log.error(
-            "[CDC:ErrInternalServerError] %s %s: %s: %s",
+            "internal error on %s %s: %s",
             request.method,
             request.url.path[:200],
-            type(exc).__name__,
-            redact_text(str(exc).splitlines()[0] if str(exc) else "")[:500],
+            unexpected(exc),
             exc_info=exc if state.debug else None,
         )
         return _json(

@@ -20,6 +20,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sparkcdc.meta import ChangefeedInfo, ChangefeedState, MetaStore
 from sparkcdc.metrics import ChangefeedMetrics
 from sparkcdc.model.ts import physical_ms
+from sparkcdc.server.redact import unexpected
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +71,10 @@ class ChangefeedHistory:
         window_s: float = WINDOW_SECONDS,
         interval_s: float = INTERVAL_SECONDS,
         clock: Callable[[], float] = time.time,
+        debug: bool = False,
     ) -> None:
+        self.debug = debug
+        """Log the traceback of an unexpected error (``sparkcdc --debug server``)."""
         self.store = store
         self.metrics = metrics
         self.window_s = window_s
@@ -116,6 +120,8 @@ class ChangefeedHistory:
                 self.sample()
             except SQLAlchemyError as exc:  # the scheduler reports an unreachable meta database
                 log.debug("history sample skipped: %s", type(exc).__name__)
+            except Exception as exc:  # the sampler must outlive a fault; one line, the traceback with --debug
+                log.error("history sample failed: %s", unexpected(exc), exc_info=exc if self.debug else None)
             self._stop.wait(self.interval_s)
 
     def stop(self) -> None:

@@ -128,7 +128,7 @@ def run_server(opts: ServerOptions, runner: ChangefeedRunner | None = None) -> i
             "the Spark master %s is unreachable (%s): changefeeds wait for it", opts.spark_master, why
         )
     metrics = ChangefeedMetrics()
-    history = ChangefeedHistory(store, metrics)
+    history = ChangefeedHistory(store, metrics, debug=opts.debug)
     runner = runner or SparkChangefeedRunner(
         opts.spark_master, f"sparkcdc-server-{server_id[:8]}", opts.spark_conf
     )
@@ -142,6 +142,7 @@ def run_server(opts: ServerOptions, runner: ChangefeedRunner | None = None) -> i
         max_changefeeds=opts.max_changefeeds,
         spark_checkpoint_root=opts.spark_conf.get(SPARK_CHECKPOINT_ROOT_CONF),
         metrics=metrics,
+        debug=opts.debug,
     )
     state = ServerState(
         store=store,

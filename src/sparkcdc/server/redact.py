@@ -7,7 +7,8 @@ from collections.abc import Iterable
 from typing import Any
 from urllib.parse import parse_qsl, quote, unquote, urlsplit
 
-from sparkcdc.config.uri import redact_uri
+from sparkcdc.config.uri import redact_text, redact_uri
+from sparkcdc.errors import SparkCdcError
 
 MASK = "xxxxx"
 
@@ -60,3 +61,10 @@ def scrub(text: str | None, uris: Iterable[str | None]) -> str | None:
     for secret in secrets_of(uris):
         text = text.replace(secret, MASK)
     return text
+
+
+def unexpected(exc: BaseException) -> str:
+    """An error nobody expected as one coded line, ``[CODE] Type: first line``, its URIs redacted."""
+    code = exc.code if isinstance(exc, SparkCdcError) else SparkCdcError.code
+    lines = str(exc).strip().splitlines()
+    return f"[{code}] {type(exc).__name__}: {redact_text(lines[0] if lines else '')[:500]}"

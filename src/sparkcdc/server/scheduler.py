@@ -44,7 +44,7 @@ from sparkcdc.errors import (
 from sparkcdc.meta import ChangefeedInfo, ChangefeedState, MetaStore
 from sparkcdc.metrics import ChangefeedMetrics
 from sparkcdc.pipeline.state import StateDir, spark_checkpoint_location
-from sparkcdc.server.redact import scrub
+from sparkcdc.server.redact import scrub, unexpected
 from sparkcdc.server.runner import ChangefeedRunner, ProgressLike, RunningHandle, RunSpec
 
 log = logging.getLogger(__name__)
@@ -110,7 +110,10 @@ class Scheduler:
         spark_checkpoint_root: str | None = None,
         clock: Callable[[], float] = time.monotonic,
         metrics: ChangefeedMetrics | None = None,
+        debug: bool = False,
     ) -> None:
+        self.debug = debug
+        """Log the traceback of an unexpected error (``sparkcdc --debug server``)."""
         self.store = store
         self.runner = runner
         self.server_id = server_id
@@ -148,9 +151,9 @@ class Scheduler:
             started = self.clock()
             try:
                 self.tick()
-            except Exception:
-                # The scheduler thread must survive anything; the traceback says what to fix.
-                log.exception("scheduler tick failed")
+            except Exception as exc:
+                # The scheduler thread must survive anything: one coded line, the traceback with --debug.
+                log.error("scheduler tick failed: %s", unexpected(exc), exc_info=exc if self.debug else None)
             self._stop.wait(max(0.0, self.tick_seconds - (self.clock() - started)))
 
     def shutdown(self, timeout: float = 60.0) -> None:
@@ -209,7 +212,12 @@ class Scheduler:
                 except Exception as exc:
                     # One changefeed's fault (a runner call that raised) must not stop the others:
                     # it is handled like any changefeed error (retried with backoff, or failed).
-                    log.warning("changefeed %s: %s", task.label, self._scrub(task, exc), exc_info=True)
+                    log.warning(
+                        "changefeed %s: %s",
+                        task.label,
+                        self._scrub(task, unexpected(exc)),
+                        exc_info=exc if self.debug else None,
+                    )
                     self._on_error(task, exc)
             if not self._stop.is_set():
                 self._claim()

@@ -394,3 +394,29 @@ def test_two_servers_spread_changefeeds_but_never_starve_one(
     settle(a)
     assert [h.spec.changefeed_id for h in ra.handles] == ["first", "third"]
     other.close()
+
+
+@pytest.mark.parametrize("debug", [False, True])
+def test_unexpected_error_is_one_coded_line_traceback_only_with_debug(
+    store: MetaStore, tmp_path: Path, caplog: pytest.LogCaptureFixture, debug: bool
+) -> None:
+    runner = FakeRunner()
+    create(store)
+    s = make(store, runner, tmp_path, debug=debug)
+    settle(s)
+    (handle,) = runner.of("cf-1")
+
+    def broken() -> SparkCdcError | None:
+        raise RuntimeError("boom at mysql://root:topsecret@127.0.0.1:3306/\nsecond line")
+
+    handle.exception = broken  # type: ignore[method-assign]
+    with caplog.at_level("WARNING", logger="sparkcdc.server.scheduler"):
+        s.tick()
+    records = [r for r in caplog.records if "boom" in r.getMessage()]
+    assert records, caplog.text
+    for rec in records:  # the fault, then the retry it leads to
+        msg = rec.getMessage()
+        assert "[CDC:ErrUnknown] RuntimeError: boom at mysql://root:xxxxx@" in msg
+        assert "\n" not in msg and "topsecret" not in msg
+    assert (records[0].exc_info is not None) is debug
+    s.shutdown()

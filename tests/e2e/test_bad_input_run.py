@@ -158,6 +158,36 @@ CASES: list[Case] = [
     Case("sink-mysql-bad-ipv6", _sink(f"mysql://u:{SECRET}@[::1:3306/"), ["[::1:3306"]),
     Case("sink-mysql-password-hash", _sink(f"mysql://u:p#{SECRET}@127.0.0.1:3306/"), ["percent-encoded"]),
     Case("sink-no-scheme", _sink("{tmp}/sink"), ["scheme"]),
+    Case(
+        "sink-mysql-time-zone",
+        lambda e: [
+            "--upstream-uri",
+            e.up,
+            "--sink-uri",
+            f"mysql://root:{SECRET}@127.0.0.1:{e.port}/?time-zone=Mars/Olympus",
+        ],
+        ["Mars/Olympus"],
+    ),
+    Case(
+        "sink-mysql-read-timeout",
+        lambda e: [
+            "--upstream-uri",
+            e.up,
+            "--sink-uri",
+            f"mysql://root:{SECRET}@127.0.0.1:{e.port}/?read-timeout=abc",
+        ],
+        ["'abc'", "read-timeout"],
+    ),
+    Case(
+        "sink-kafka-dial-timeout",
+        _sink("kafka://127.0.0.1:9/t?protocol=canal-json&dial-timeout=abc"),
+        ["'abc'", "dial-timeout"],
+    ),
+    Case(
+        "sink-storage-file-size",
+        _sink("file://{tmp}/sink?protocol=csv&file-size=big"),
+        ["'big'", "file-size"],
+    ),
     # --- flags ---
     Case("id-empty", _flags("-c", ""), ["invalid changefeed id ''", "1 to 128"]),
     Case("id-too-long", _flags("-c", "a" * 129), ["invalid changefeed id 'aaaa", "1 to 128"]),
@@ -222,6 +252,7 @@ CASES: list[Case] = [
     ),
     Case("unknown-command-flag", _flags("--start-tss", "5"), ["--start-tss"]),
     # --- changefeed TOML ---
+    _toml("toml-time-zone", "time-zone = 'Mars/Olympus'\n", ["Mars/Olympus"]),
     _toml("toml-binary", b"\xff\xfe\x00\x01binary", ["not UTF-8", "0xff"]),
     Case(
         "toml-missing",

@@ -6,13 +6,13 @@ import itertools
 import logging
 import os
 import random
-import re
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 import pymysql
 
+from sparkcdc.config.replica import is_time_zone
 from sparkcdc.config.uri import parse_duration, redact_uri, unencoded_userinfo
 from sparkcdc.errors import ConfigError, UpstreamSetupError, UpstreamUnavailable
 
@@ -144,18 +144,12 @@ def _timeout(params: dict[str, str], key: str, default: float) -> float:
 
 
 def _time_zone(name: str) -> str:
-    """A time zone the upstream URI names: an IANA name (Asia/Shanghai), UTC, SYSTEM or an offset (+08:00)."""
-    if name.upper() in ("UTC", "SYSTEM") or re.fullmatch(r"[+-](?:0?\d|1[0-4]):[0-5]\d", name):
-        return name
-    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
-
-    try:
-        ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError):
+    """A time zone the upstream URI names: an IANA name (Asia/Shanghai), SYSTEM or an offset (+08:00)."""
+    if name.upper() != "SYSTEM" and not is_time_zone(name):
         raise ConfigError(
             f"unknown time zone {name!r} in the upstream URI parameter 'time-zone'; use an IANA name "
             "such as UTC or Asia/Shanghai, or an offset such as +08:00"
-        ) from None
+        )
     return name
 
 

@@ -15,6 +15,7 @@ as (``enable-old-value = true``). ``to_dict`` leaves those keys out.
 from __future__ import annotations
 
 import dataclasses
+import re
 import tomllib
 import types
 import typing
@@ -452,6 +453,24 @@ def validate(cfg: ReplicaConfig) -> None:
         check_partition_alias(rule, f"sink.dispatchers[{i}]")
     _validate_csv_null(s.csv)
     _validate_rules(cfg)
+    if not is_time_zone(cfg.time_zone):
+        raise ConfigError(
+            f"unknown time zone {cfg.time_zone!r} for 'time-zone'; use an IANA name such as UTC or "
+            "Asia/Shanghai, or an offset such as +08:00"
+        )
+
+
+def is_time_zone(name: str) -> bool:
+    """Whether ``name`` is a time zone rows can be rendered in: an IANA name, or an offset like ``+08:00``."""
+    if re.fullmatch(r"[+-]\d{1,2}:\d{2}", name):
+        return True
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    try:
+        ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        return False
+    return True
 
 
 def _validate_csv_null(csv: CSVConfig) -> None:

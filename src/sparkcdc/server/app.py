@@ -119,6 +119,10 @@ async def _body(request: Request) -> dict[str, Any]:
             f"the request body is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno}); "
             "send a JSON object"
         ) from None
+    except RecursionError:
+        raise invalid_param(
+            "the request body is nested too deeply to read; send a flat JSON object"
+        ) from None
     if not isinstance(data, dict):
         raise invalid_param(f"the request body must be a JSON object, got {type(data).__name__}")
     return data

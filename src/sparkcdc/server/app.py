@@ -132,6 +132,23 @@ def create_app(state: ServerState) -> Starlette:
     """The Starlette application serving ``/api/v2``."""
     svc = state.service
 
+    async def internal_error(request: Request, exc: Exception) -> Response:
+        # One coded line; the traceback only with --debug (it may quote request data).
+        log.error(
+            "internal error on %s %s: %s",
+            request.method,
+            request.url.path[:200],
+            unexpected(exc),
+            exc_info=exc if state.debug else None,
+        )
+        return _json(
+            {
+                "error_code": "CDC:ErrInternalServerError",
+                "error_msg": f"internal error: {type(exc).__name__}",
+            },
+            500,
+        )
+
     def ns_of(request: Request) -> str:
         _only_params(request, ("namespace",))
         return validate_namespace(request.query_params.get("namespace"))
@@ -293,6 +310,9 @@ def create_app(state: ServerState) -> Starlette:
                     code="CDC:ErrMetaStoreUnavailable",
                 )
                 return _json(unavailable.to_dict(), 503)
+            except Exception as exc:
+                # Answered here: Starlette's last-resort handler re-raises, and uvicorn would log a traceback.
+                return await internal_error(request, exc)
 
         return wrapper
 
@@ -322,23 +342,6 @@ def create_app(state: ServerState) -> Starlette:
         if exc.status_code == 404:
             msg += f"; the API lives under {PREFIX} (health, status, captures, changefeeds)"
         return _json({"error_code": code, "error_msg": msg}, exc.status_code)
-
-    async def internal_error(request: Request, exc: Exception) -> Response:
-        # One coded line; the traceback only with --debug (it may quote request data).
-        log.error(
-            "internal error on %s %s: %s",
-            request.method,
-            request.url.path[:200],
-            unexpected(exc),
-            exc_info=exc if state.debug else None,
-        )
-        return _json(
-            {
-                "error_code": "CDC:ErrInternalServerError",
-                "error_msg": f"internal error: {type(exc).__name__}",
-            },
-            500,
-        )
 
     return Starlette(
         routes=routes,

@@ -321,3 +321,29 @@ def test_meta_database_loss_is_a_503(client: TestClient, store: MetaStore) -> No
     db.rename(db.with_suffix(".gone"))  # a real fault: the meta database file disappears
     err(client.get("/api/v2/changefeeds"), 503, "CDC:ErrMetaStoreUnavailable", "retry shortly")
     assert client.get("/api/v2/health").status_code == 200
+
+
+@pytest.mark.parametrize("debug", [False, True])
+def test_unexpected_error_is_a_500_and_one_log_line(
+    store: MetaStore, caplog: pytest.LogCaptureFixture, debug: bool
+) -> None:
+    class Broken(ChangefeedService):
+        def summary(self, cf: Any) -> dict[str, Any]:
+            raise RuntimeError(f"boom with mysql://cdc:{SECRET}@h:1/\nand more")
+
+    store.create_changefeed(
+        NewChangefeed(id="cf-1", upstream_uri="mysql://h/", sink_uri="file:///x?protocol=csv", config={})
+    )
+    state = ServerState(
+        store=store, service=Broken(store), server_id="srv-1", address="a:1", lease_seconds=10, debug=debug
+    )
+    client = TestClient(create_app(state), raise_server_exceptions=True)  # nothing may escape the app
+    with caplog.at_level("INFO"):
+        resp = client.get("/api/v2/changefeeds")
+    err(resp, 500, "CDC:ErrInternalServerError", "internal error: RuntimeError")
+    (rec,) = [r for r in caplog.records if "boom" in r.getMessage()]
+    assert rec.getMessage() == (
+        "internal error on GET /api/v2/changefeeds: [CDC:ErrUnknown] RuntimeError: boom with mysql://cdc:xxxxx@h:1/"
+    )
+    assert (rec.exc_info is not None) is debug
+    assert SECRET not in resp.text

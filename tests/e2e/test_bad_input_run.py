@@ -40,6 +40,8 @@ class Env:
     """The upstream's port."""
     silent_port: int
     """A port that accepts connections and never answers."""
+    inside: str
+    """``FILE:POS`` of a position inside a transaction of the upstream's binlog."""
 
     @property
     def sink(self) -> str:
@@ -222,6 +224,20 @@ CASES: list[Case] = [
         _flags("--start-ts", "5", "--start-position", "x.000001:4"),
         ["--start-ts and --start-position"],
     ),
+    Case("start-position-garbage", _flags("--start-position", "foo"), ["'foo'", "FILE:POS"]),
+    Case("start-position-no-such-file", _flags("--start-position", "nope-bin.999999:4"), ["nope-bin.999999"]),
+    Case(
+        "start-position-not-a-boundary",
+        lambda e: _flags("--start-position", e.inside)(e),
+        ["is not a transaction boundary", "SHOW MASTER STATUS"],
+    ),
+    Case("start-gtid-garbage", _flags("--start-gtid", "abc"), ["'abc'", "0-1-1234"]),
+    Case("up-empty", lambda e: ["--upstream-uri", "", "--sink-uri", e.sink], ["upstream URI"]),
+    Case("sink-empty", lambda e: ["--upstream-uri", e.up, "--sink-uri", ""], ["sink URI"]),
+    Case("data-dir-empty", lambda e: [*_flags()(e), "--data-dir", ""], ["data dir"]),
+    Case(
+        "config-is-a-directory", lambda e: [*_flags()(e), "--config", str(e.tmp)], ["cannot read config file"]
+    ),
     Case(
         "target-before-start",
         _flags("--start-ts", "100", "--target-ts", "50"),
@@ -279,12 +295,32 @@ def _silent_listener() -> tuple[socket.socket, int]:
     return s, s.getsockname()[1]
 
 
-def _run(case: Case, mariadb: LocalMariaDB, root: Path, silent_port: int) -> tuple[int, str, float, Path]:
+def _inside_a_transaction(mariadb: LocalMariaDB) -> str:
+    """``FILE:POS`` a few bytes into a transaction just committed upstream."""
+    conn = mariadb.connect()
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SHOW MASTER STATUS")
+            file, pos = cur.fetchone()[:2]
+            cur.execute("CREATE DATABASE IF NOT EXISTS bad_input_run")
+            cur.execute("CREATE TABLE IF NOT EXISTS bad_input_run.t (id INT PRIMARY KEY)")
+            cur.execute("REPLACE INTO bad_input_run.t VALUES (1)")
+            cur.execute("SHOW MASTER STATUS")
+            end_file, end = cur.fetchone()[:2]
+    finally:
+        conn.close()
+    assert end_file == file and end > pos + 10
+    return f"{file}:{int(end) - 10}"
+
+
+def _run(
+    case: Case, mariadb: LocalMariaDB, root: Path, silent_port: int, inside: str
+) -> tuple[int, str, float, Path]:
     tmp = root / case.id
     tmp.mkdir()
     if case.prepare is not None:
         case.prepare(tmp)
-    env = Env(tmp, mariadb.uri, mariadb.port, silent_port)
+    env = Env(tmp, mariadb.uri, mariadb.port, silent_port, inside)
     args = case.args(env)
     if "--data-dir" not in args:
         args += ["--data-dir", str(tmp / "data")]
@@ -308,9 +344,10 @@ def outcomes(
     """Every case run once, four at a time."""
     root = tmp_path_factory.mktemp("bad-run")
     listener, silent_port = _silent_listener()
+    inside = _inside_a_transaction(mariadb)
     try:
         with ThreadPoolExecutor(max_workers=4) as pool:
-            futures = {c.id: pool.submit(_run, c, mariadb, root, silent_port) for c in CASES}
+            futures = {c.id: pool.submit(_run, c, mariadb, root, silent_port, inside) for c in CASES}
             yield {cid: f.result() for cid, f in futures.items()}
     finally:
         listener.close()

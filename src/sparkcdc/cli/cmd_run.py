@@ -110,6 +110,17 @@ def build_spec(args: argparse.Namespace) -> ChangefeedSpec:
     for flag, value in (("--start-ts", args.start_ts), ("--target-ts", args.target_ts)):
         if value is not None and not 0 <= value <= MAX_TS:
             raise ConfigError(f"invalid {flag} {value}: must be from 0 to {MAX_TS}")
+    if args.start_position is not None:
+        file, sep, pos = args.start_position.rpartition(":")
+        if not sep or not file or not pos.isdigit():
+            raise ConfigError(
+                f"invalid --start-position {args.start_position!r}: use FILE:POS, e.g. mysql-bin.000003:1234"
+            )
+    if args.start_gtid is not None and not _GTID.match(args.start_gtid):
+        raise ConfigError(
+            f"invalid --start-gtid {args.start_gtid!r}: use a MariaDB GTID position DOMAIN-SERVER-SEQ, "
+            "e.g. 0-1-1234 (several domains separated by commas)"
+        )
     if args.target_ts is not None and args.start_ts is not None and args.target_ts <= args.start_ts:
         raise ConfigError(f"--target-ts {args.target_ts} must be greater than --start-ts {args.start_ts}")
     from sparkcdc.sink import create_sink
@@ -134,6 +145,8 @@ def build_spec(args: argparse.Namespace) -> ChangefeedSpec:
 
 MAX_TS = (1 << 64) - 1
 """The largest ts (an unsigned 64-bit number, as in TiCDC)."""
+
+_GTID = re.compile(r"^\d+-\d+-\d+(?:,\s*\d+-\d+-\d+)*$")
 
 MAX_ID_LENGTH = 128
 """TiCDC's limit on a changefeed id."""
@@ -196,12 +209,17 @@ def serve_metrics(listen: str) -> Any:
     return metrics
 
 
-def check_resume(args: argparse.Namespace, state: Any, up: Any) -> None:
-    """Refuse a start-ts after the upstream's current ts, and a target-ts the changefeed already reached."""
-    from sparkcdc.pipeline.start import check_start_ts
+def check_resume(args: argparse.Namespace, spec: ChangefeedSpec, up: Any) -> None:
+    """Resolve a given start point before Spark starts, and refuse a target-ts already reached.
 
-    if args.start_ts is not None and not state.exists("start.json"):
-        check_start_ts(up, args.start_ts)
+    A start-ts after the upstream's current ts, a position that is no transaction boundary, a
+    GTID or start-ts older than the binlog are refused here; the resolved offset is kept in the
+    data dir (``start.json``), where the changefeed's start finds it.
+    """
+    from sparkcdc.pipeline.start import check_start_ts, resolve_start
+    from sparkcdc.pipeline.state import StateDir
+
+    state = StateDir.parse(spec.checkpoint_dir)
     if args.target_ts is not None:
         saved = state.read_json("checkpoint.json")
         checkpoint = int(saved["checkpoint_ts"]) if saved else None
@@ -211,6 +229,27 @@ def check_resume(args: argparse.Namespace, state: Any, up: Any) -> None:
                 f"{args.changefeed_id or ''} already reached; give a larger --target-ts, or another "
                 "--changefeed-id to start a new changefeed"
             )
+    if state.exists("start.json"):
+        return  # a resume: the start point was resolved by the first run
+    if args.start_ts is not None:
+        check_start_ts(up, args.start_ts)
+    if args.start_position and args.start_position.rpartition(":")[0] not in _binlog_files(up):
+        raise ConfigError(
+            f"binlog file {args.start_position.rpartition(':')[0]!r} of --start-position "
+            f"{args.start_position!r} is not on the upstream; SHOW BINARY LOGS lists the files it has"
+        )
+    if args.start_ts is not None or args.start_position or args.start_gtid:
+        resolve_start(up, spec.checkpoint_dir, spec.start_ts, spec.start_position, spec.start_gtid)
+
+
+def _binlog_files(up: Any) -> list[str]:
+    from sparkcdc.capture.start import binary_logs
+
+    conn = up.connect()
+    try:
+        return [name for name, _size in binary_logs(conn)]
+    finally:
+        conn.close()
 
 
 class _Run:
@@ -281,7 +320,7 @@ def run(args: argparse.Namespace) -> int:
     up = UpstreamConfig.from_uri(args.upstream_uri)
     check_upstream(up)
     state.check()
-    check_resume(args, state.child(cid), up)
+    check_resume(args, spec, up)
     out = _Run(args, cid)
     if args.metrics_listen:
         out.metrics = serve_metrics(args.metrics_listen)

@@ -2,7 +2,9 @@
 
 Every start point becomes an ``Offset`` here. ``sparkcdc run`` starts top to bottom:
 
-1. ``cli.cmd_run.run`` → ``pipeline.changefeed.start_changefeed(spark, spec)``;
+1. ``cli.cmd_run.run`` → ``pipeline.changefeed.start_changefeed(spark, spec)``; a given start point
+   is resolved before Spark starts (``cli.cmd_run.check_resume`` → ``pipeline.start.resolve_start``,
+   after refusing a start-ts beyond the upstream's current ts), so step 2 finds it;
 2. → ``pipeline.start.resolve_start``: the data dir's ``start.json`` if an earlier run wrote one;
 3. otherwise → ``resolve_start_offset(up, start_ts, position, gtid)`` (this module), which picks
    ``offset_for_position`` | ``offset_for_gtid`` | ``offset_for_ts`` | ``head_offset``; they ask

@@ -238,6 +238,12 @@ CASES: list[Case] = [
         _store,
     ),
     Case(
+        "file-index-width",
+        _up(lambda e: e.store(), "--once", "--file-index-width", "0"),
+        ["--file-index-width 0", "6 to 20"],
+        _store,
+    ),
+    Case(
         "progress-schema-empty",
         _up(lambda e: e.store(), "--once", "--progress-schema", ""),
         ["progress schema name ''"],

@@ -13,6 +13,7 @@ from sparkcdc.config.replica import ReplicaConfig
 from sparkcdc.config.uri import parse_duration, redact_uri
 from sparkcdc.errors import ConfigError
 from sparkcdc.sink.objectstore import STORAGE_SCHEMES
+from sparkcdc.sink.storage.layout import MAX_FILE_INDEX_WIDTH, MIN_FILE_INDEX_WIDTH
 
 KAFKA_SCHEMES = ("kafka", "kafka+ssl")
 
@@ -74,6 +75,11 @@ def run(args: argparse.Namespace) -> int:
     scheme = _scheme(args.upstream_uri)
     interval = parse_duration(args.flush_interval, "--flush-interval")
     source_wait = parse_duration(args.source_wait, "--source-wait")
+    if not MIN_FILE_INDEX_WIDTH <= args.file_index_width <= MAX_FILE_INDEX_WIDTH:
+        raise ConfigError(
+            f"invalid --file-index-width {args.file_index_width}: must be from {MIN_FILE_INDEX_WIDTH} to "
+            f"{MAX_FILE_INDEX_WIDTH} (the sink's file-index-digit)"
+        )
     if interval <= 0:
         raise ConfigError(f"invalid --flush-interval {args.flush_interval!r}: must be more than 0s, e.g. 10s")
     if scheme in KAFKA_SCHEMES:

@@ -231,6 +231,11 @@ CASES: list[Case] = [
         lambda e: _flags("--start-position", e.inside)(e),
         ["is not a transaction boundary", "SHOW MASTER STATUS"],
     ),
+    Case(
+        "start-position-inside-the-file-header",
+        lambda e: _flags("--start-position", e.inside.rpartition(":")[0] + ":5")(e),
+        [":5 is not a transaction boundary"],
+    ),
     Case("start-gtid-garbage", _flags("--start-gtid", "abc"), ["'abc'", "0-1-1234"]),
     Case("up-empty", lambda e: ["--upstream-uri", "", "--sink-uri", e.sink], ["upstream URI"]),
     Case("sink-empty", lambda e: ["--upstream-uri", e.up, "--sink-uri", ""], ["sink URI"]),

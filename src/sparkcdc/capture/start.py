@@ -62,7 +62,9 @@ def offset_for_position(up: UpstreamConfig, file: str, pos: int) -> Offset:
     for txn in Scanner(up).scan(begin, stop=lambda t: t.end.key() >= target):
         if txn.start.key() >= target:
             # pos lies in the gap before this transaction: no transaction between last and pos
-            return Offset(file, pos, last.ts)
+            if _event_boundary(up, file, last.pos, pos):
+                return Offset(file, pos, last.ts)
+            break
         last = txn.end
         if txn.end.key() == target:
             return txn.end
@@ -70,12 +72,27 @@ def offset_for_position(up: UpstreamConfig, file: str, pos: int) -> Offset:
             break
     else:
         head = scan_head(up, last)
-        if last.key() <= target <= head.key():
+        if last.key() <= target <= head.key() and _event_boundary(up, file, last.pos, pos):
             return Offset(file, pos, last.ts)
     raise ConfigError(
         f"binlog position {file}:{pos} is not a transaction boundary; use a position printed by "
         "SHOW MASTER STATUS or an Exec_Master_Log_Pos"
     )
+
+
+def _event_boundary(up: UpstreamConfig, file: str, begin: int, pos: int) -> bool:
+    """Whether ``pos`` is where an event of ``file`` ends, reading from the boundary ``begin``."""
+    if pos == begin:
+        return True
+    from sparkcdc.capture import protocol as P
+
+    with BinlogStream(up, file, begin, blocking=False) as s:
+        for ev in s.events():
+            if ev.log_pos == 0:
+                continue  # the stream's artificial rotate and format events
+            if ev.log_pos >= pos or ev.type == P.ROTATE_EVENT:
+                return ev.log_pos == pos  # a rotate ends the file: nothing of it lies further
+    return False
 
 
 def offset_for_gtid(up: UpstreamConfig, gtid: str) -> Offset:

@@ -236,6 +236,11 @@ CASES: list[Case] = [
         lambda e: _flags("--start-position", e.inside.rpartition(":")[0] + ":5")(e),
         [":5 is not a transaction boundary"],
     ),
+    Case(
+        "start-gtid-unknown",
+        _flags("--start-gtid", "0-1-999999999"),
+        ["GTID 0-1-999999999", "not in the master's binlog"],
+    ),
     Case("start-gtid-garbage", _flags("--start-gtid", "abc"), ["'abc'", "0-1-1234"]),
     Case("up-empty", lambda e: ["--upstream-uri", "", "--sink-uri", e.sink], ["upstream URI"]),
     Case("sink-empty", lambda e: ["--upstream-uri", e.up, "--sink-uri", ""], ["sink URI"]),

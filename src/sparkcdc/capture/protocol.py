@@ -189,8 +189,10 @@ class BinlogStream:
         if code == ER_MASTER_FATAL_READING_BINLOG:
             low = str(msg).lower()
             if "could not find" in low or "purged" in low or "not find first log" in low or "gtid" in low:
+                where = f"GTID position {self.gtid}" if self.gtid else f"position {self.file}:{self.pos}"
+                never = " (or was never written there)" if self.gtid else ""
                 raise BinlogPurgedError(
-                    f"the start position {self.file}:{self.pos} is no longer in the upstream binlog "
+                    f"the start {where} is no longer in the upstream binlog{never} "
                     f"({msg}); start a new changefeed from a later --start-ts, or take a snapshot "
                     '([snapshot] mode = "initial")'
                 ) from exc

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from sparkcdc.cli.logs import LOG_FORMATS
 from sparkcdc.config.replica import ReplicaConfig
+from sparkcdc.config.uri import scrub_secrets
 from sparkcdc.errors import (
     MAX_UNCLASSIFIED_RETRIES,
     ConfigError,
@@ -274,6 +275,7 @@ class _Run:
         """
         if last and self.display is not None:
             self.display.close()
+        message = scrub_secrets(message, sys.argv[1:])  # a driver's error text may quote a password
         if self.json_logs:
             log.info("%s", message, extra={"changefeed": self.cid})
         else:

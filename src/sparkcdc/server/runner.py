@@ -172,7 +172,17 @@ class SparkChangefeedRunner:
                     # Keep a local driver on the loopback interface (not the host's first address).
                     conf.setdefault("spark.driver.host", "127.0.0.1")
                     conf.setdefault("spark.driver.bindAddress", "127.0.0.1")
-                self._spark = get_spark(self.master, self.app_name, conf)
+                try:
+                    self._spark = get_spark(self.master, self.app_name, conf)
+                except Exception as exc:
+                    # A context the master gave up on stays registered and fails every later
+                    # start at once: stop it, so the next start (the master back) gets a new one.
+                    _stop_active_context()
+                    if standalone_masters(self.master):
+                        raise master_unreachable(
+                            self.master, f"it did not accept this application: {_java_summary(exc)}"
+                        ) from exc
+                    raise
             return self._spark
 
     def start(self, spec: RunSpec, on_progress: Callable[[ProgressLike], None]) -> RunningHandle:
@@ -218,3 +228,26 @@ def _stopped(spark: Any) -> bool:
         return jsc is None or bool(jsc.sc().isStopped())
     except Exception:  # a gateway that is gone means a stopped session too
         return True
+
+
+def _stop_active_context() -> None:
+    """Stop the process's SparkContext, if one is left from a failed start."""
+    try:
+        from pyspark import SparkContext
+
+        sc = SparkContext._active_spark_context
+        if sc is not None:
+            sc.stop()
+    except Exception as exc:  # nothing left to stop is fine; anything else shows at the next start
+        log.debug("stopping the leftover SparkContext: %s", type(exc).__name__)
+
+
+def _java_summary(exc: BaseException) -> str:
+    """The first line of the JVM's exception behind a Py4J error (else of ``exc``)."""
+    java = getattr(exc, "java_exception", None)
+    try:
+        text = str(java.toString()) if java is not None else str(exc)
+    except Exception:  # the gateway may be gone
+        text = str(exc)
+    lines = text.strip().splitlines()
+    return (lines[0] if lines else type(exc).__name__)[:300]

@@ -79,7 +79,8 @@ def test_error_line_is_one_coded_line_without_secrets() -> None:
 def test_an_unexpected_error_is_one_line_and_debug_adds_the_traceback(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from sparkcdc.cli import cmd_consumer, main
+    import sparkcdc.cli.cmd_consumer as cmd_consumer
+    import sparkcdc.cli.main as main
 
     def boom(_args: object) -> int:
         raise KeyError("mysql://u:Sekr3t@h/")

@@ -114,6 +114,16 @@ CASES: list[Case] = [
         ["invalid upstream URI", "99999"],
     ),
     Case(
+        "up-port-not-a-number",
+        _upstream(lambda e: f"mysql://root:{SECRET}@127.0.0.1:abc/"),
+        ["the port is not a number"],
+    ),
+    Case(
+        "up-port-zero",
+        _upstream(lambda e: f"mysql://root:{SECRET}@127.0.0.1:0/"),
+        ["port 0 is out of range 1-65535"],
+    ),
+    Case(
         "up-bad-ipv6",
         _upstream(lambda e: f"mysql://root:{SECRET}@[::1:3306/"),
         ["bad IPv6 host", "[::1:3306"],

@@ -51,9 +51,16 @@ class UpstreamConfig:
             )
         try:
             p = urlsplit(uri)
-            port = p.port or 3306
+            port = 3306 if p.port is None else p.port
         except ValueError as exc:
-            reason = "bad IPv6 host" if "IPv6" in str(exc) else "bad host or port"
+            text = str(exc)
+            reason = (
+                "bad IPv6 host"
+                if "IPv6" in text
+                else "port out of range 1-65535"
+                if "out of range" in text
+                else "the port is not a number"
+            )
             raise ConfigError(f"invalid upstream URI {redact_uri(uri)!r} ({reason}); {shape}") from exc
         if p.scheme not in ("mysql", "mariadb", "tidb"):
             raise ConfigError(f"invalid upstream URI scheme {p.scheme!r} in {redact_uri(uri)!r}; {shape}")

@@ -110,6 +110,14 @@ SERVER_CASES = [
     ),
     Case("meta-scheme", ("--meta-uri", f"mysql://cdc:{SECRET}@db/meta"), ("scheme 'mysql'", "postgresql://")),
     Case("data-dir-file", ("--data-dir", "{file}"), ("'{file}' is a file", "give a directory")),
+    Case(
+        "data-dir-s3-unreachable",
+        (
+            "--data-dir",
+            f"s3://b/p?access-key=AK&secret-access-key={SECRET}&endpoint=http://127.0.0.1:{{closed}}",
+        ),
+        ("secret-access-key=xxxxx", "cannot write to the data dir"),
+    ),
     Case("max-changefeeds-negative", ("--max-changefeeds", "-1"), ("--max-changefeeds -1", "0")),
     Case("lease-seconds-text", ("--lease-seconds", "abc"), ("--lease-seconds", "'abc'")),
     Case(

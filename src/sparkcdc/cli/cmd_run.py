@@ -94,12 +94,20 @@ def build_spec(args: argparse.Namespace) -> ChangefeedSpec:
             "(matching ^[a-zA-Z0-9]+(\\-[a-zA-Z0-9]+)*$)"
         )
     UpstreamConfig.from_uri(args.upstream_uri)  # its form and parameters, before the sink's
-    check_master(args.master)
+    if args.master is not None:
+        from sparkcdc.server.runner import check_spark_master
+
+        try:
+            check_spark_master(args.master)  # the one check of Spark's master forms (server and run)
+        except ConfigError as err:
+            raise ConfigError(err.message.replace("--spark-master", "--master", 1)) from None
     check_trigger_interval(args.trigger_interval)
     from sparkcdc.cli.cmd_server import parse_spark_conf
 
     parse_spark_conf(args.spark_conf)
     if args.metrics_listen:
+        from sparkcdc.server.main import parse_listen
+
         parse_listen(args.metrics_listen, "--metrics-listen")
     cfg = ReplicaConfig.from_file(args.config) if args.config else ReplicaConfig()
     given = [f for f in ("start_ts", "start_position", "start_gtid") if getattr(args, f) is not None]
@@ -152,22 +160,6 @@ _GTID = re.compile(r"^\d+-\d+-\d+(?:,\s*\d+-\d+-\d+)*$")
 MAX_ID_LENGTH = 128
 """TiCDC's limit on a changefeed id."""
 
-_MASTER_FORMS = (
-    "local, local[N], local[*], local[N,F], local-cluster[N,C,M], spark://HOST:PORT[,HOST:PORT], "
-    "yarn, k8s://https://HOST:PORT"
-)
-_MASTER = re.compile(
-    r"^(?:local|local\[(?:[1-9]\d*|\*)(?:,[1-9]\d*)?\]|local-cluster\[[1-9]\d*,[1-9]\d*,[1-9]\d*\]|"
-    r"spark://[^\s:/,]+:\d{1,5}(?:,[^\s:/,]+:\d{1,5})*/?|yarn|k8s://\S+)$"
-)
-
-
-def check_master(master: str | None) -> None:
-    """Refuse a ``--master`` that is none of Spark's forms (Spark would fail late, or hang)."""
-    if master is not None and not _MASTER.match(master):
-        raise ConfigError(f"invalid --master {master!r}: use one of {_MASTER_FORMS}")
-
-
 _INTERVAL = re.compile(
     r"^(?:interval\s+)?(?:\d+(?:\.\d+)?\s*(?:microseconds?|milliseconds?|seconds?|minutes?|hours?|days?)\s*)+$",
     re.IGNORECASE,
@@ -183,21 +175,12 @@ def check_trigger_interval(text: str) -> None:
         )
 
 
-def parse_listen(listen: str, flag: str) -> tuple[str, int]:
-    """``HOST:PORT`` with a port in 1-65535 (``flag`` names the option in the message)."""
-    host, sep, port = listen.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 1 <= int(port) <= 65535:
-        raise ConfigError(
-            f"invalid {flag} {listen!r}: expected HOST:PORT with a port from 1 to 65535, e.g. 127.0.0.1:9300"
-        )
-    return host.strip("[]"), int(port)
-
-
 def serve_metrics(listen: str) -> Any:
     """Serve a fresh metrics registry at ``http://listen/metrics``; returns its ``ChangefeedMetrics``."""
     from prometheus_client import start_http_server
 
     from sparkcdc.metrics import ChangefeedMetrics
+    from sparkcdc.server.main import parse_listen
 
     host, port = parse_listen(listen, "--metrics-listen")
     metrics = ChangefeedMetrics()

@@ -201,8 +201,8 @@ CASES: list[Case] = [
         ["'big'", "file-size"],
     ),
     # --- flags ---
-    Case("id-empty", _flags("-c", ""), ["invalid changefeed id ''", "1 to 128"]),
-    Case("id-too-long", _flags("-c", "a" * 129), ["invalid changefeed id 'aaaa", "1 to 128"]),
+    Case("id-empty", _flags("-c", ""), ["invalid changefeed id ''", "at most 128 characters"]),
+    Case("id-too-long", _flags("-c", "a" * 129), ["invalid changefeed id 'aaaa", "at most 128 characters"]),
     Case("id-underscore", _flags("-c", "my_feed"), ["'my_feed'", "single dashes"]),
     Case(
         "master-garbage",

@@ -29,8 +29,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("sparkcdc.run")
 
-ID_RULE = re.compile(r"^[a-zA-Z0-9]+(\-[a-zA-Z0-9]+)*$")
-
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``run`` command."""
@@ -85,14 +83,10 @@ def build_spec(args: argparse.Namespace) -> ChangefeedSpec:
     """Validate every input before anything starts."""
     from sparkcdc.capture.upstream import UpstreamConfig
     from sparkcdc.pipeline.changefeed import ChangefeedSpec
+    from sparkcdc.server.service import validate_changefeed_id
 
     cid = str(uuid.uuid4()) if args.changefeed_id is None else args.changefeed_id
-    if not ID_RULE.match(cid) or len(cid) > MAX_ID_LENGTH:
-        raise ConfigError(
-            f"invalid changefeed id {cid[: MAX_ID_LENGTH + 8]!r}{'...' if len(cid) > MAX_ID_LENGTH + 8 else ''}: "
-            f"use 1 to {MAX_ID_LENGTH} letters, digits and single dashes "
-            "(matching ^[a-zA-Z0-9]+(\\-[a-zA-Z0-9]+)*$)"
-        )
+    validate_changefeed_id(cid)  # TiCDC's rule, as the server and cli changefeed check it
     UpstreamConfig.from_uri(args.upstream_uri)  # its form and parameters, before the sink's
     if args.master is not None:
         from sparkcdc.server.runner import check_spark_master
@@ -156,9 +150,6 @@ MAX_TS = (1 << 64) - 1
 """The largest ts (an unsigned 64-bit number, as in TiCDC)."""
 
 _GTID = re.compile(r"^\d+-\d+-\d+(?:,\s*\d+-\d+-\d+)*$")
-
-MAX_ID_LENGTH = 128
-"""TiCDC's limit on a changefeed id."""
 
 _INTERVAL = re.compile(
     r"^(?:interval\s+)?(?:\d+(?:\.\d+)?\s*(?:microseconds?|milliseconds?|seconds?|minutes?|hours?|days?)\s*)+$",

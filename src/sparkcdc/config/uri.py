@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from urllib.parse import parse_qsl, unquote, urlsplit
+from urllib.parse import parse_qsl, quote, unquote, urlsplit
 
 from sparkcdc.errors import SinkURIError
 
@@ -222,11 +222,11 @@ def uri_secrets(text: str) -> list[str]:
         if at >= 0:
             _, sep, pw = rest[:at].partition(":")
             if sep and pw:
-                found.update({pw, unquote(pw)})
+                found.update({pw, unquote(pw), quote(unquote(pw), safe="")})
         for q in _SECRET_PARAMS.finditer(rest):
             value = rest[q.end(1) : q.end()]
             if value:
-                found.update({value, unquote(value)})
+                found.update({value, unquote(value), quote(unquote(value), safe="")})
     return sorted((s for s in found if len(s) >= 3), key=len, reverse=True)
 
 

@@ -5,12 +5,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from typing import Any
-from urllib.parse import parse_qsl, quote, unquote, urlsplit
 
-from sparkcdc.config.uri import redact_text, redact_uri
+from sparkcdc.config.uri import MASK, redact_text, redact_uri, uri_secrets
 from sparkcdc.errors import SparkCdcError
-
-MASK = "xxxxx"
 
 _SECRET_KEY = re.compile(
     r"(?i)(password|passwd|secret|token|sas-token|account-key|access-key|credential|auth-header|authorization)"
@@ -31,34 +28,11 @@ def redact_config(value: Any, key: str = "") -> Any:
     return value
 
 
-def secrets_of(uris: Iterable[str | None]) -> list[str]:
-    """The secret substrings (passwords, secret parameters) in some URIs, raw and URL-decoded."""
-    out: set[str] = set()
-    for uri in uris:
-        if not uri:
-            continue
-        try:
-            parts = urlsplit(uri)
-        except ValueError:
-            continue
-        netloc = parts.netloc
-        if "@" in netloc:
-            cred = netloc.rsplit("@", 1)[0]
-            _, sep, pw = cred.partition(":")
-            if sep and pw:
-                out.update({pw, unquote(pw), quote(unquote(pw), safe="")})
-        for k, v in parse_qsl(parts.query, keep_blank_values=True):
-            if v and (_SECRET_KEY.search(k) or k.lower() == "key"):
-                out.update({v, quote(v, safe="")})
-    # Very short "secrets" would mask unrelated text; passwords that short are masked in URIs anyway.
-    return sorted((s for s in out if len(s) >= 3), key=len, reverse=True)
-
-
 def scrub(text: str | None, uris: Iterable[str | None]) -> str | None:
     """``text`` with every secret of ``uris`` replaced by ``xxxxx`` (for error and warning messages)."""
     if not text:
         return text
-    for secret in secrets_of(uris):
+    for secret in uri_secrets(" ".join(u for u in uris if u)):
         text = text.replace(secret, MASK)
     return text
 

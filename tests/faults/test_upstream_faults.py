@@ -8,15 +8,19 @@ and its binlog purged).
 
 from __future__ import annotations
 
+import json
 import signal
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from sparkcdc.services.common import stop_process
+from sparkcdc.services.common import stop_process, wait_until
 from sparkcdc.services.mariadb import LocalMariaDB
 from tests.e2e.workload import CliProcess, mixed_rounds, replay_once, run_cli, tso, wait_for
+from tests.integration.server.conftest import ServerProc
 
 from .support import (
     assert_rows_equal,
@@ -96,6 +100,81 @@ def test_upstream_restart_then_long_outage_resumes_from_checkpoint(
     replay_once(sink_uri, replica.port, "progress_fault_up_restart", config)
     assert_rows_equal(upstream, replica, schema)
     print(f"upstream restart + outage: {time.monotonic() - t0:.0f}s")
+
+
+STUCK_SECONDS = 20
+"""The server's --error-stuck-seconds: how long passing errors may last before a changefeed is failed."""
+
+
+def test_upstream_down_past_the_retry_window_fails_then_resume_continues(
+    upstream: LocalMariaDB, replica: LocalMariaDB, tmp_path: Path
+) -> None:
+    t0 = time.monotonic()
+    schema, cf = "fault_up_window", "fault-up-window"
+    start_ts, sink_uri, config = _setup(upstream, schema, tmp_path)
+    server = ServerProc(
+        f"sqlite:///{tmp_path / 'meta.db'}",
+        tmp_path,
+        lease=5,
+        extra=("--error-stuck-seconds", str(STUCK_SECONDS)),
+    ).start()
+
+    def query() -> dict[str, Any]:
+        res = server.cli("changefeed", "query", "-c", cf, "-s")
+        assert res.returncode == 0, res.stdout + res.stderr
+        return dict(json.loads(res.stdout))
+
+    def wait_query(pred: Callable[[dict[str, Any]], Any], timeout: float, what: str) -> dict[str, Any]:
+        """Poll ``query`` until ``pred`` holds; a changefeed that fails meanwhile ends the wait at once."""
+        q = wait_until(
+            lambda: (lambda q: q if pred(q) or q["state"] == "failed" else None)(query()),
+            timeout=timeout,
+            interval=0.5,
+            what=what,
+            on_timeout=lambda: f"{query()}\n{server.log()[-3000:]}",
+        )
+        assert pred(q), f"{what}: {q}"
+        return q
+
+    try:
+        created = server.cli(
+            "changefeed", "create", "-c", cf, "--upstream-uri", upstream.uri, "--sink-uri", sink_uri,
+            "--config", str(config), "--start-ts", str(start_ts),
+        )  # fmt: skip
+        assert created.returncode == 0, created.stdout + created.stderr
+        mixed_rounds(upstream, schema, 1, 30)
+        before = tso(upstream.uri)
+        wait_query(lambda q: q["checkpoint_tso"] >= before and q["state"] == "normal", 240, "the first rows")
+
+        stop_process(upstream.proc, grace=30)
+        upstream.proc = None
+        down_at = time.monotonic()
+        warned = wait_query(lambda q: q["warning"] or q["state"] == "failed", 60, "a warning")
+        assert warned["state"] == "normal" and "[CDC:ErrUpstreamUnavailable]" in warned["warning"], warned
+        failed = wait_query(lambda q: q["state"] == "failed", STUCK_SECONDS + 60, "the changefeed to fail")
+        error = json.dumps(failed["error"])
+        assert time.monotonic() - down_at >= STUCK_SECONDS
+        assert "CDC:ErrUpstreamUnavailable" in error and f"127.0.0.1:{upstream.port}" in error, error
+        assert failed["checkpoint_tso"] >= before
+
+        upstream.start()
+        resumed = server.cli("changefeed", "resume", "-c", cf)
+        assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+        wait_query(lambda q: q["state"] == "normal" and not q["warning"], 120, "the resume")
+        mixed_rounds(upstream, schema, 31, 30)
+        target = tso(upstream.uri)
+        wait_query(
+            lambda q: q["checkpoint_tso"] >= target and q["state"] == "normal", 240, "the resumed stream"
+        )
+        paused = server.cli("changefeed", "pause", "-c", cf)  # the sink publishes its last metadata
+        assert paused.returncode == 0, paused.stdout + paused.stderr
+        wait_query(lambda q: q["state"] == "stopped", 60, "the pause")
+    finally:
+        server.stop()
+
+    replay_once(sink_uri, replica.port, "progress_fault_up_window", config)
+    assert_rows_equal(upstream, replica, schema)
+    print(f"upstream past the retry window: failed with {error[:200]}; {time.monotonic() - t0:.0f}s")
 
 
 def test_binlog_purged_past_checkpoint_fails_with_the_file_and_the_fix(

@@ -35,6 +35,7 @@ def run(args: argparse.Namespace) -> int:
         data_dir=args.data_dir,
         advertise_addr=args.advertise_addr,
         max_changefeeds=args.max_changefeeds,
+        error_stuck_seconds=args.error_stuck_seconds,
         debug=bool(getattr(args, "debug", False)),
     )
     return run_server(opts)
@@ -75,5 +76,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         type=int,
         default=None,
         help="run at most this many changefeeds here (0: serve the API only)",
+    )
+    p.add_argument(
+        "--error-stuck-seconds",
+        type=float,
+        default=1800.0,
+        help="a changefeed that keeps failing with passing errors (upstream or sink down) for this long "
+        "without progress goes to failed (default %(default)s; TiCDC's changefeed-error-stuck-duration)",
     )
     p.set_defaults(func=run)

@@ -43,6 +43,8 @@ class ServerOptions:
     data_dir: str | None = None
     advertise_addr: str | None = None
     max_changefeeds: int | None = None
+    error_stuck_seconds: float = 1800.0
+    """How long a changefeed may keep failing with passing errors, without progress, before it is failed."""
     debug: bool = False
     """Log the traceback of unexpected errors (``sparkcdc --debug server``)."""
 
@@ -93,6 +95,10 @@ def check_options(opts: ServerOptions) -> tuple[str, int]:
         raise ConfigError(
             f"invalid --lease-seconds {opts.lease_seconds}: must be a number of seconds, at least 1"
         )
+    if not math.isfinite(opts.error_stuck_seconds) or opts.error_stuck_seconds < 1:
+        raise ConfigError(
+            f"invalid --error-stuck-seconds {opts.error_stuck_seconds}: must be a number of seconds, at least 1"
+        )
     if opts.auth_token is not None and not opts.auth_token.strip():
         raise ConfigError("--auth-token is empty: give a token or leave the flag out")
     if opts.max_changefeeds is not None and opts.max_changefeeds < 0:
@@ -140,6 +146,7 @@ def run_server(opts: ServerOptions, runner: ChangefeedRunner | None = None) -> i
         data_dir=data_dir,
         lease_seconds=opts.lease_seconds,
         max_changefeeds=opts.max_changefeeds,
+        error_stuck_seconds=opts.error_stuck_seconds,
         spark_checkpoint_root=opts.spark_conf.get(SPARK_CHECKPOINT_ROOT_CONF),
         metrics=metrics,
         debug=opts.debug,

@@ -391,7 +391,13 @@ class Scheduler:
             # as the pipeline does from its own checkpoint.json. (A changefeed with an initial
             # snapshot keeps its snapshot state per claim and resumes from checkpoint_ts.)
             try:
-                StateDir.parse(ckpt_dir).write_json(
+                claim_dir = StateDir.parse(ckpt_dir)
+                # The same offset is the claim's start: the schema history is bootstrapped there. A
+                # start derived from checkpoint_ts alone can lie after it (the first position of a
+                # binlog file an upstream restart opened), and rows read from the end offset would
+                # then find no table in the history.
+                claim_dir.write_json("start.json", end)
+                claim_dir.write_json(
                     "checkpoint.json",
                     {
                         "checkpoint_ts": row.checkpoint_ts,

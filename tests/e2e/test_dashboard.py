@@ -160,6 +160,7 @@ def pixels(driver: Any, canvas_id: str, rgb: tuple[int, int, int]) -> int:
 
 
 def test_dashboard_in_a_browser(upstream: LocalMariaDB, receiver: str, tmp_path: Path) -> None:
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
@@ -221,7 +222,11 @@ def test_dashboard_in_a_browser(upstream: LocalMariaDB, receiver: str, tmp_path:
         )
 
         driver = browser()
-        wait = WebDriverWait(driver, 60, poll_frequency=0.25)
+        # The page redraws the list and the detail on every refresh: an element read between two
+        # redraws is stale, so every read happens inside a wait that reads it again.
+        wait = WebDriverWait(
+            driver, 60, poll_frequency=0.25, ignored_exceptions=(StaleElementReferenceException,)
+        )
         driver.get(server.url + "/")
         # no token yet: the page asks for it
         wait.until(lambda d: d.find_element(By.ID, "login").is_displayed())
@@ -232,16 +237,20 @@ def test_dashboard_in_a_browser(upstream: LocalMariaDB, receiver: str, tmp_path:
         def row(cf_id: str) -> Any:
             return driver.find_element(By.CSS_SELECTOR, f'tr.cf-row[data-id="{cf_id}"]')
 
-        ids = [r.get_attribute("data-id") for r in driver.find_elements(By.CSS_SELECTOR, "tr.cf-row")]
-        assert ids == ["refused-http", "shop-files"]
-        assert row("refused-http").find_element(By.CLASS_NAME, "cf-state").text == "failed"
-        wait.until(lambda d: row("shop-files").find_element(By.CLASS_NAME, "cf-state").text == "normal")
-        lag = row("shop-files").find_element(By.CLASS_NAME, "cf-lag").text
-        assert re.fullmatch(r"\d+\.\d (s|min|h)", lag), lag
-        assert re.fullmatch(
-            r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}",
-            row("shop-files").find_element(By.CLASS_NAME, "cf-checkpoint").text,
+        def cell(cf_id: str, cls: str) -> str:
+            """The text of one cell of a changefeed's row, read again if a redraw made it stale."""
+            text: str = wait.until(lambda d: (row(cf_id).find_element(By.CLASS_NAME, cls).text,))[0]
+            return text
+
+        ids = wait.until(
+            lambda d: [r.get_attribute("data-id") for r in d.find_elements(By.CSS_SELECTOR, "tr.cf-row")]
         )
+        assert ids == ["refused-http", "shop-files"]
+        assert cell("refused-http", "cf-state") == "failed"
+        wait.until(lambda d: row("shop-files").find_element(By.CLASS_NAME, "cf-state").text == "normal")
+        lag = cell("shop-files", "cf-lag")
+        assert re.fullmatch(r"\d+\.\d (s|min|h)", lag), lag
+        assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}", cell("shop-files", "cf-checkpoint"))
 
         # the failed changefeed: its error and code
         row("refused-http").click()
@@ -265,14 +274,24 @@ def test_dashboard_in_a_browser(upstream: LocalMariaDB, receiver: str, tmp_path:
         assert pixels(driver, "chart-rate", (0x25, 0x63, 0xEB)) > 100  # the throughput line
         assert pixels(driver, "chart-lag", (0xD9, 0x77, 0x06)) > 100  # the lag line (at 0 when caught up)
         assert not driver.find_element(By.ID, "problem").is_displayed()
-        tables = {
-            t.get_attribute("data-table"): t for t in driver.find_elements(By.CSS_SELECTOR, ".snapshot-table")
-        }
-        assert set(tables) == {f"{DB}.orders", f"{DB}.customers"}
-        orders_ranges = tables[f"{DB}.orders"].find_elements(By.CSS_SELECTOR, ".range")
-        assert len(orders_ranges) >= 2 and all("done" in r.get_attribute("class") for r in orders_ranges)
-        assert "6,000" in tables[f"{DB}.orders"].text
-        rate = row("shop-files").find_element(By.CLASS_NAME, "cf-rate").text
+
+        def snapshot_view(d: Any) -> tuple[set[str], list[str], str]:
+            tables = {
+                t.get_attribute("data-table"): t for t in d.find_elements(By.CSS_SELECTOR, ".snapshot-table")
+            }
+            orders = tables.get(f"{DB}.orders")
+            ranges = [] if orders is None else orders.find_elements(By.CSS_SELECTOR, ".range")
+            return (
+                set(tables),
+                [r.get_attribute("class") for r in ranges],
+                "" if orders is None else orders.text,
+            )
+
+        names, range_classes, orders_text = wait.until(snapshot_view)
+        assert names == {f"{DB}.orders", f"{DB}.customers"}
+        assert len(range_classes) >= 2 and all("done" in c for c in range_classes)
+        assert "6,000" in orders_text
+        rate = cell("shop-files", "cf-rate")
         assert re.fullmatch(r"[\d,]+", rate), rate
         driver.save_screenshot(str(tmp_path / "dashboard.png"))
 

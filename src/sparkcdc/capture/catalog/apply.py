@@ -294,11 +294,9 @@ class DDLApplier:
                 w.add_index(idef, q)
         elif a == "drop_column":
             assert spec.name is not None
-            p = w.col_pos(spec.name)
-            if p < 0:
-                if spec.if_exists:
-                    return
-                raise w.fail(f"column {spec.name!r} does not exist", q)
+            p = w.existing_col(spec.name, spec.if_exists, q)
+            if p is None:
+                return
             del w.columns[p]
             n = spec.name.lower()
             for ix in w.indexes:
@@ -306,11 +304,9 @@ class DDLApplier:
             w.indexes = [ix for ix in w.indexes if ix.columns]
         elif a in ("modify_column", "change_column"):
             assert spec.name is not None and spec.column is not None
-            p = w.col_pos(spec.name)
-            if p < 0:
-                if spec.if_exists:
-                    return
-                raise w.fail(f"column {spec.name!r} does not exist", q)
+            p = w.existing_col(spec.name, spec.if_exists, q)
+            if p is None:
+                return
             old = w.columns[p]
             col = build_column(spec.column, (w.charset, w.collation))
             if col.name.lower() != old.name.lower() and w.col_pos(col.name) >= 0:
@@ -325,11 +321,9 @@ class DDLApplier:
                 w.add_index(idef, q)
         elif a == "rename_column":
             assert spec.name is not None and spec.new_name is not None
-            p = w.col_pos(spec.name)
-            if p < 0:
-                if spec.if_exists:
-                    return
-                raise w.fail(f"column {spec.name!r} does not exist", q)
+            p = w.existing_col(spec.name, spec.if_exists, q)
+            if p is None:
+                return
             old = w.columns[p]
             if spec.new_name.lower() != old.name.lower() and w.col_pos(spec.new_name) >= 0:
                 raise w.fail(f"column {spec.new_name!r} already exists", q)
@@ -337,11 +331,9 @@ class DDLApplier:
             w.rename_in_indexes(old.name, spec.new_name)
         elif a in ("set_default", "drop_default"):
             assert spec.name is not None
-            p = w.col_pos(spec.name)
-            if p < 0:
-                if spec.if_exists:
-                    return
-                raise w.fail(f"column {spec.name!r} does not exist", q)
+            p = w.existing_col(spec.name, spec.if_exists, q)
+            if p is None:
+                return
             col = w.columns[p]
             dflt = normalize_default(col, spec.default) if a == "set_default" and spec.default else None
             w.columns[p] = with_default(col, dflt)

@@ -139,6 +139,15 @@ class WorkingTable:
                 return i
         return -1
 
+    def existing_col(self, name: str, if_exists: bool, query: str) -> int | None:
+        """The position of column ``name``; None when it is missing under IF EXISTS, else an error."""
+        p = self.col_pos(name)
+        if p >= 0:
+            return p
+        if if_exists:
+            return None
+        raise self.fail(f"column {name!r} does not exist", query)
+
     def idx_pos(self, name: str) -> int:
         n = name.lower()
         for i, ix in enumerate(self.indexes):

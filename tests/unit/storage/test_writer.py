@@ -214,6 +214,12 @@ def test_metadata_is_throttled_but_flushable(tmp_path: Path) -> None:
     sink._last_metadata_time = time.monotonic() - 3
     sink.commit(2, [], 400)
     assert meta.read_bytes() == b'{"checkpoint-ts":400}'
+    # Within 2 s of the local clock, but the checkpoint moved 2 s of physical time: written.
+    one_s = 1000 << 18
+    sink.commit(3, [], 400 + one_s)
+    assert meta.read_bytes() == b'{"checkpoint-ts":400}'
+    sink.commit(4, [], 400 + 2 * one_s)
+    assert meta.read_bytes() == b'{"checkpoint-ts":%d}' % (400 + 2 * one_s)
 
 
 def test_sink_routes_by_table_and_is_picklable(tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from sparkcdc.model import DDLEvent, DDLType
+from sparkcdc.model.ts import physical_ms
 from sparkcdc.sink.base import PartitionWriter, Sink, WriterContext
 from sparkcdc.sink.storage.config import StorageSettings
 from sparkcdc.sink.storage.encoding import RowEncoder
@@ -99,7 +100,7 @@ class StorageSink(Sink):
     def commit(self, batch_id: int, messages: list[dict[str, Any]], checkpoint_ts: int) -> None:
         """Publish staged files in segment order, then record ``checkpoint_ts`` in ``metadata``.
 
-        ``metadata`` is written at most every 2 s (see ``flush_metadata``).
+        ``metadata`` is written every 2 s, on the local clock or the checkpoint's (``_metadata_due``).
         """
         staged = [entry for m in messages for entry in m.get("staged", ())]
         if staged:
@@ -109,18 +110,35 @@ class StorageSink(Sink):
         files = sum(len(m.get("files", ())) + len(m.get("staged", ())) for m in messages)
         rows = sum(int(m.get("rows", 0)) for m in messages)
         log.debug("storage sink: batch %d committed %d rows in %d files", batch_id, rows, files)
-        if time.monotonic() - self._last_metadata_time < METADATA_MIN_INTERVAL:
+        if not self._metadata_due(checkpoint_ts):
             self._pending_checkpoint = checkpoint_ts
             return
         self.flush_metadata(checkpoint_ts)
+
+    def _metadata_due(self, checkpoint_ts: int) -> bool:
+        """Whether ``checkpoint_ts`` goes to ``metadata`` now: METADATA_MIN_INTERVAL passed on the
+        local clock or in the checkpoint's physical time since the last file.
+
+        The second test keeps an idle changefeed's file one interval behind its checkpoint: its
+        batches commit once per upstream second, and the local clock alone lets the commit that
+        lands just short of the interval go by, so a file could wait for a third commit.
+        """
+        if time.monotonic() - self._last_metadata_time >= METADATA_MIN_INTERVAL:
+            return True
+        last = self._last_checkpoint
+        return last is None or physical_ms(checkpoint_ts) - physical_ms(last) >= METADATA_MIN_INTERVAL * 1000
 
     def flush_metadata(self, checkpoint_ts: int | None = None) -> None:
         """Write ``metadata`` now (the last throttled checkpoint when ``checkpoint_ts`` is None)."""
         ts = checkpoint_ts if checkpoint_ts is not None else self._pending_checkpoint
         if ts is None:
             return
+        # The throttle counts from the start of a write, so a slow write (an fsync, a PUT) does not
+        # stretch the interval between two ``metadata`` files.
+        started = time.monotonic()
         self.settings.backend.write(METADATA_FILE, metadata_body(ts))
-        self._last_metadata_time = time.monotonic()
+        self._last_metadata_time = started
+        log.debug("storage sink: metadata checkpoint-ts %d written in %.3fs", ts, time.monotonic() - started)
         self._last_checkpoint = ts
         self._pending_checkpoint = None
 

@@ -170,6 +170,22 @@ CASES: list[Case] = [
     Case("sink-mysql-bad-ipv6", _sink(f"mysql://u:{SECRET}@[::1:3306/"), ["[::1:3306"]),
     Case("sink-mysql-password-hash", _sink(f"mysql://u:p#{SECRET}@127.0.0.1:3306/"), ["percent-encoded"]),
     Case("sink-no-scheme", _sink("{tmp}/sink"), ["scheme"]),
+    # Reached before Spark starts: a broker or downstream that is not there, a wrong password.
+    Case(
+        "sink-kafka-unreachable",
+        _sink("kafka://127.0.0.1:9/t?protocol=canal-json&dial-timeout=2s"),
+        ["cannot reach the Kafka brokers 127.0.0.1:9"],
+    ),
+    Case(
+        "sink-mysql-unreachable",
+        _sink(f"mysql://u:{SECRET}@127.0.0.1:9/"),
+        ["cannot reach the MySQL sink", "127.0.0.1:9"],
+    ),
+    Case(
+        "sink-mysql-wrong-password",
+        lambda e: ["--upstream-uri", e.up, "--sink-uri", f"mysql://root:{SECRET}@127.0.0.1:{e.port}/"],
+        ["access denied"],
+    ),
     Case(
         "sink-mysql-time-zone",
         lambda e: [

@@ -287,14 +287,16 @@ def run(args: argparse.Namespace) -> int:
     from sparkcdc.pipeline.changefeed import start_changefeed
     from sparkcdc.pipeline.spark import get_spark
     from sparkcdc.pipeline.state import StateDir
+    from sparkcdc.sink import create_sink
 
     spec = build_spec(args)
     cid = spec.changefeed_id
     state = StateDir.parse(args.data_dir)
-    # Reach the upstream (address, credentials, binlog settings), then the data dir (a file,
-    # unwritable, no bucket, no credentials), before Spark starts.
+    # Reach the upstream (address, credentials, binlog settings), the sink (brokers, downstream,
+    # bucket) and the data dir (a file, unwritable, no bucket, no credentials) before Spark starts.
     up = UpstreamConfig.from_uri(args.upstream_uri)
     check_upstream(up)
+    create_sink(spec.sink_uri, spec.config, cid).check()
     state.check()
     check_resume(args, spec, up)
     out = _Run(args, cid)

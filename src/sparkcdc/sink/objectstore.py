@@ -356,4 +356,4 @@ def _io_error(op: str, path: str, exc: OSError, role: str = "storage sink") -> S
         errno.ENOSPC,
     ):
         return permanent(f"cannot {op} {path!r} in the {role}: {exc}")
-    return passing(f"cannot {op} {path!r} in the {role} (will retry): {exc}")
+    return passing(f"cannot {op} {path!r} in the {role}: {exc}")

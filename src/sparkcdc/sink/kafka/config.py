@@ -9,6 +9,7 @@ values with the key, the value, where it came from and what is allowed, and
 
 from __future__ import annotations
 
+import logging
 import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -19,6 +20,30 @@ from sparkcdc.errors import ConfigError, SinkURIError
 
 if TYPE_CHECKING:
     from sparkcdc.config.replica import ReplicaConfig
+
+
+class _LibrdkafkaLog:
+    """Where librdkafka's own log lines go: the ``sparkcdc.kafka.librdkafka`` logger, at DEBUG.
+
+    librdkafka prints a line for every failed connection attempt (some 200 before a dead broker is
+    given up on); the error callbacks (``producer.BrokerState``, the admin and consumer calls) report
+    the same state once, as a warning or an error naming the brokers. ``--log-level debug`` shows
+    the lines.
+    """
+
+    def __init__(self) -> None:
+        self.logger = logging.getLogger("sparkcdc.kafka.librdkafka")
+
+    def log(self, level: int, msg: str, *args: Any) -> None:
+        """Called by confluent-kafka (from poll) for each librdkafka log line."""
+        self.logger.debug(msg, *args)
+
+    def __repr__(self) -> str:
+        # producer_config() items are part of the shared producer's cache key.
+        return "LIBRDKAFKA_LOG"
+
+
+LIBRDKAFKA_LOG = _LibrdkafkaLog()
 
 DEFAULT_MAX_MESSAGE_BYTES = 10 * 1024 * 1024
 DEFAULT_PARTITION_NUM = 3
@@ -349,6 +374,7 @@ class KafkaOptions:
             # come back within ~2s once a broker is reachable again (librdkafka's default caps at 10s)
             "reconnect.backoff.ms": 100,
             "reconnect.backoff.max.ms": 2000,
+            "logger": LIBRDKAFKA_LOG,
         }
         if self.sasl_mechanism:
             conf["security.protocol"] = "SASL_SSL" if self.enable_tls else "SASL_PLAINTEXT"

@@ -249,7 +249,7 @@ def classify(exc: BaseException, doing: str) -> SparkCdcError:
         or code in TRANSIENT_CODES
         or (isinstance(exc, pymysql.err.OperationalError) and code is not None and code >= 2000)
     ):
-        return SinkUnavailable(f"{doing}: the downstream is unavailable ({detail}); will retry")
+        return SinkUnavailable(f"{doing}: the downstream is unavailable ({detail})")
     if isinstance(exc, (OSError, TimeoutError)):
-        return SinkUnavailable(f"{doing}: network error ({detail}); will retry")
+        return SinkUnavailable(f"{doing}: network error ({detail})")
     return SinkError(f"{doing}: the downstream refused the statement ({detail})")

@@ -101,6 +101,11 @@ SERVER_CASES = [
         ("--meta-uri", "sqlite:///{file}/meta.db"),
         ("'{file}' is a file", "parent folders"),
     ),
+    Case(
+        "meta-folder-missing",
+        ("--meta-uri", "sqlite:///{dir}/mistyped/meta.db"),
+        ("'{dir}/mistyped' does not exist", "mkdir -p"),
+    ),
     Case("meta-is-folder", ("--meta-uri", "sqlite:///{dir}"), ("is a directory", "sqlite:///{dir}/meta.db")),
     Case("meta-not-sqlite", ("--meta-uri", "sqlite:///{text}"), ("not a SQLite database",)),
     Case(

@@ -79,7 +79,7 @@ _UPDATABLE = {
 
 
 def _check_sqlite_path(path: Path, uri: str) -> None:
-    """Create the folder of a SQLite meta database, or refuse a path that cannot hold one."""
+    """Refuse a path that cannot hold a SQLite meta database (a folder, a missing folder, another file)."""
     if path.is_dir():
         raise ConfigError(
             f"meta URI {redact_uri(uri)!r}: {str(path)!r} is a directory; give a file path, "
@@ -91,13 +91,12 @@ def _check_sqlite_path(path: Path, uri: str) -> None:
             f"meta URI {redact_uri(uri)!r}: {str(blocker)!r} is a file, not a folder; "
             "choose a path whose parent folders are folders"
         )
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
+    if not path.parent.is_dir():
+        # As SQLite itself, and so that a mistyped folder is not a second, empty meta database.
         raise ConfigError(
-            f"meta URI {redact_uri(uri)!r}: cannot create the folder {str(path.parent)!r} ({exc.strerror}); "
-            "create it, or choose a writable path"
-        ) from None
+            f"meta URI {redact_uri(uri)!r}: the folder {str(path.parent)!r} does not exist; "
+            f"create it (mkdir -p {path.parent}) or choose an existing folder"
+        )
     if path.exists() and path.stat().st_size >= 16:
         with path.open("rb") as f:
             if f.read(16) != b"SQLite format 3\x00":

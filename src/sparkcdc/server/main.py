@@ -90,7 +90,7 @@ def check_options(opts: ServerOptions) -> tuple[str, int]:
     if opts.advertise_addr is not None:
         parse_listen(opts.advertise_addr, "--advertise-addr")
     if not opts.meta_uri:
-        raise ConfigError("missing --meta-uri: e.g. sqlite:///var/lib/sparkcdc/meta.db or postgresql://...")
+        raise ConfigError("missing --meta-uri: e.g. sqlite:////var/lib/sparkcdc/meta.db or postgresql://...")
     if not math.isfinite(opts.lease_seconds) or opts.lease_seconds < 1:
         raise ConfigError(
             f"invalid --lease-seconds {opts.lease_seconds}: must be a number of seconds, at least 1"

@@ -1,6 +1,6 @@
 """Sinks: an explicit registry from URI scheme to implementation, loaded lazily.
 
-Owns one package per sink (``storage``, ``kafka``, ``mysql``, ``http``), each laid out alike:
+Owns one package per sink (``storage``, ``kafka``, ``mysql``, ``http``, ``lakehouse``), each laid out alike:
 ``config.py`` (its options), ``sink.py`` (the ``Sink``, driver side) and ``writer.py`` (the
 ``PartitionWriter``, executor side); the shared modules beside them: ``base.py``, the contract they
 implement, and ``objectstore.py``, files on local disk, S3, GCS or Azure through fsspec (the storage
@@ -38,6 +38,8 @@ SINKS: dict[str, str] = {
     "tidb+ssl": "sparkcdc.sink.mysql:MySQLSink",
     "http": "sparkcdc.sink.http:HTTPSink",
     "https": "sparkcdc.sink.http:HTTPSink",
+    "iceberg": "sparkcdc.sink.lakehouse:LakehouseSink",
+    "delta": "sparkcdc.sink.lakehouse:LakehouseSink",
 }
 
 

@@ -1,0 +1,173 @@
+"""Apache Iceberg tables through pyiceberg, with a SQL catalog (SQLite by default, or PostgreSQL).
+
+Each commit's snapshots carry the changefeed id and the batch's checkpoint-ts as snapshot summary
+properties. An upsert is one transaction (one catalog commit): a delete of the frame's keys, then
+an append of the rows that are not deleted.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from sparkcdc.errors import SinkError, SinkUnavailable
+from sparkcdc.sink.lakehouse.changes import (
+    DELETED,
+    PROP_CHANGEFEED,
+    PROP_CHECKPOINT,
+    CommitTag,
+    SchemaChange,
+    TableFormat,
+)
+
+
+def sqlalchemy_url(catalog_uri: str) -> str:
+    """The SQLAlchemy URL of a catalog URI (``postgresql://`` goes through psycopg 3)."""
+    for prefix in ("postgresql://", "postgres://"):
+        if catalog_uri.startswith(prefix):
+            return "postgresql+psycopg://" + catalog_uri[len(prefix) :]
+    return catalog_uri
+
+
+class IcebergFormat(TableFormat):
+    """Tables ``<namespace>.<table name>`` of a SQL catalog whose warehouse is a directory or bucket."""
+
+    name = "iceberg"
+
+    def __init__(
+        self,
+        catalog_uri: str,
+        warehouse: str,
+        namespace: str,
+        io_properties: dict[str, str] | None = None,
+        catalog_name: str = "sparkcdc",
+    ) -> None:
+        self.catalog_uri = catalog_uri
+        self.warehouse = warehouse
+        self.namespace = namespace
+        self.io_properties = io_properties or {}
+        self.catalog_name = catalog_name
+        self._catalog: Any = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_catalog"] = None
+        return state
+
+    @property
+    def catalog(self) -> Any:
+        """The SQL catalog (opened on first use; its tables are created then)."""
+        if self._catalog is None:
+            from pyiceberg.catalog.sql import SqlCatalog
+
+            try:
+                cat = SqlCatalog(
+                    self.catalog_name,
+                    uri=sqlalchemy_url(self.catalog_uri),
+                    warehouse=self.warehouse,
+                    **self.io_properties,
+                )
+                cat.create_namespace_if_not_exists(self.namespace)
+            except Exception as exc:
+                raise SinkUnavailable(
+                    f"cannot open the Iceberg SQL catalog at {self._shown_catalog()!r}: {exc}"
+                ) from exc
+            self._catalog = cat
+        return self._catalog
+
+    def _shown_catalog(self) -> str:
+        from sparkcdc.config.uri import redact_uri
+
+        return redact_uri(self.catalog_uri)
+
+    def _ident(self, table: str) -> tuple[str, str]:
+        return (self.namespace, table)
+
+    def _load(self, table: str) -> Any:
+        return self.catalog.load_table(self._ident(table))
+
+    def exists(self, table: str) -> bool:
+        """Whether the catalog has the table."""
+        return bool(self.catalog.table_exists(self._ident(table)))
+
+    def create(self, table: str, schema: pa.Schema) -> None:
+        """Create the table (an attempt that lost the race finds it there)."""
+        from pyiceberg.exceptions import TableAlreadyExistsError
+
+        try:
+            self.catalog.create_table(self._ident(table), schema=schema)
+        except TableAlreadyExistsError:
+            pass
+        except Exception as exc:
+            raise SinkError(f"cannot create Iceberg table {self.namespace}.{table}: {exc}") from exc
+
+    def schema(self, table: str) -> pa.Schema:
+        """The table's schema as Arrow."""
+        return pa.schema(f.remove_metadata() for f in self._load(table).schema().as_arrow())
+
+    def checkpoint(self, table: str, changefeed_id: str) -> int | None:
+        """The checkpoint-ts in the newest snapshot this changefeed committed."""
+        snapshots = sorted(
+            self._load(table).snapshots(),
+            key=lambda s: (s.sequence_number or 0, s.timestamp_ms),
+            reverse=True,
+        )
+        for snap in snapshots:
+            props = snap.summary.additional_properties if snap.summary is not None else {}
+            if props.get(PROP_CHANGEFEED) == changefeed_id and PROP_CHECKPOINT in props:
+                return int(props[PROP_CHECKPOINT])
+        return None
+
+    def upsert(self, table: str, keys: tuple[str, ...], frame: pa.Table, tag: CommitTag) -> None:
+        """Delete the frame's keys and append its live rows, in one transaction."""
+        from pyiceberg.table.upsert_util import create_match_filter
+
+        if frame.num_rows == 0:
+            return
+        props = tag.properties()
+        live = frame.filter(pc.invert(frame[DELETED])).drop_columns([DELETED])
+        t = self._load(table)
+        with t.transaction() as tx, warnings.catch_warnings():
+            # A batch of new keys deletes nothing, which pyiceberg warns about.
+            warnings.simplefilter("ignore", UserWarning)
+            tx.delete(create_match_filter(frame.select(list(keys)), list(keys)), snapshot_properties=props)
+            if live.num_rows:
+                tx.append(live, snapshot_properties=props)
+
+    def append(self, table: str, frame: pa.Table, tag: CommitTag) -> None:
+        """Append the frame as one snapshot."""
+        if frame.num_rows:
+            self._load(table).append(frame, snapshot_properties=tag.properties())
+
+    def truncate(self, table: str, tag: CommitTag) -> None:
+        """Delete every row as one snapshot."""
+        from pyiceberg.expressions import AlwaysTrue
+
+        self._load(table).delete(AlwaysTrue(), snapshot_properties=tag.properties())
+
+    def evolve(self, table: str, change: SchemaChange, target: pa.Schema) -> None:
+        """Renames, drops, additions and promotions in one schema update."""
+        from pyiceberg.catalog import Catalog
+
+        new = Catalog._convert_schema_if_needed(target)
+        t = self._load(table)
+        with t.update_schema() as u:
+            for old, new_name in change.renames:
+                u.rename_column(old, new_name)
+            for name in change.drops:
+                u.delete_column(name)
+            for f in change.adds:
+                u.add_column(f.name, new.find_field(f.name).field_type)
+            for f in change.widens:
+                u.update_column(f.name, field_type=new.find_field(f.name).field_type)
+
+    def close(self) -> None:
+        """Dispose of the catalog's database engine."""
+        if self._catalog is not None:
+            engine = getattr(self._catalog, "engine", None)
+            if engine is not None:
+                engine.dispose()
+            self._catalog = None

@@ -315,3 +315,41 @@ def test_bad_consumer_input_is_refused_in_one_line(
     for secret in case.secrets:
         assert secret not in out, f"secret {secret!r} printed:\n{out}"
     assert seconds < FAST, f"refusal took {seconds:.1f}s"
+
+
+def test_a_running_consumer_on_an_empty_topic_says_so(
+    downstream: LocalMariaDB, tansu: LocalTansu, outcomes: dict[str, tuple[int, str, float]], tmp_path: Path
+) -> None:
+    """Without ``--once`` the consumer waits for messages, and says at once that there are none yet."""
+    from sparkcdc.services.common import wait_until
+
+    log_path = tmp_path / "consumer.log"
+    with log_path.open("wb") as out:
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "sparkcdc.cli.main",
+                "consumer",
+                "--upstream-uri",
+                f"kafka://{tansu.bootstrap}/bad-input-empty?protocol=canal-json",  # created by ``outcomes``
+                "--downstream-uri",
+                downstream.uri,
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=dict(os.environ, JAVA_HOME=str(tmp_path / "no-java")),
+        )
+        try:
+            wait_until(
+                lambda: "holds no messages yet" in log_path.read_text() or proc.poll() is not None,
+                timeout=FAST,
+                what="the consumer to say the topic is empty",
+            )
+            assert proc.poll() is None, log_path.read_text()  # it keeps waiting for the changefeed
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
+    text = log_path.read_text()
+    assert "WARNING" in text and "Kafka topic bad-input-empty" in text, text
+    assert "Traceback" not in text, text

@@ -223,6 +223,13 @@ class KafkaConsumerBase(ABC, Generic[StateT]):
                 f"Kafka topic {self.topic!r} on {self.options.bootstrap_servers} holds no messages, so "
                 "--once has nothing to apply; check the topic in --upstream-uri (the changefeed's sink topic)"
             )
+        if self.topic_empty:
+            log.warning(
+                "Kafka topic %s on %s holds no messages yet; waiting for the changefeed to write some "
+                "(is its sink topic this one?)",
+                self.topic,
+                self.options.bootstrap_servers,
+            )
         deadline = None if timeout is None else time.monotonic() + timeout
         while not stop.is_set():
             if deadline is not None and time.monotonic() > deadline:

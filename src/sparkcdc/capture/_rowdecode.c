@@ -43,6 +43,7 @@ enum {
     K_ENUM,      /* a = bytes, obj = tuple of names */
     K_SET,       /* a = bytes, obj = tuple of names */
     K_STRING,    /* a = length bytes (1-4), b = pad to (BINARY(n)) or 0, obj = codec name or None (bytes) */
+    K_JSON,      /* MySQL binary JSON: a = length bytes (1-4), obj = decoder callable (bytes -> value) */
     K_LAST
 };
 
@@ -680,6 +681,29 @@ static PyObject *decode_image(LayoutObject *L, const unsigned char *buf, Py_ssiz
             p += n;
             break;
         }
+        case K_JSON: {
+            /* The bytes go to the one binary JSON decoder (capture/jsonbinary.py). */
+            Py_ssize_t lb = c->a;
+            Py_ssize_t n;
+            PyObject *raw;
+            if (end - p < lb) {
+                truncated(c->index, lb, p, end);
+                goto fail;
+            }
+            n = (Py_ssize_t)le_uint(q, (int)lb);
+            p += lb;
+            if (end - p < n) {
+                truncated(c->index, n, p, end);
+                goto fail;
+            }
+            raw = PyBytes_FromStringAndSize((const char *)buf + p, n);
+            if (raw == NULL)
+                goto fail;
+            v = PyObject_CallOneArg(c->obj, raw);
+            Py_DECREF(raw);
+            p += n;
+            break;
+        }
         default:
             PyErr_SetString(PyExc_SystemError, "bad column kind");
             v = NULL;
@@ -811,6 +835,11 @@ static int check_col(Col *c, Py_ssize_t ncol, Py_ssize_t prev)
         } else {
             goto bad;
         }
+        break;
+    case K_JSON:
+        if (a < 1 || a > 4 || b != 0 || c->obj == NULL || !PyCallable_Check(c->obj))
+            goto bad;
+        c->size = 0;
         break;
     default:
         goto bad;
@@ -1030,7 +1059,7 @@ PyMODINIT_FUNC PyInit__rowdecode(void)
         {"K_DATETIME2", K_DATETIME2}, {"K_DATETIME", K_DATETIME}, {"K_TIMESTAMP2", K_TIMESTAMP2},
         {"K_TIMESTAMP", K_TIMESTAMP}, {"K_TIME2", K_TIME2},     {"K_TIME", K_TIME},
         {"K_BIT", K_BIT},           {"K_ENUM", K_ENUM},         {"K_SET", K_SET},
-        {"K_STRING", K_STRING},
+        {"K_STRING", K_STRING},     {"K_JSON", K_JSON},
     };
 
     if (PyType_Ready(&LayoutType) < 0)

@@ -29,6 +29,7 @@ K_BIT: int
 K_ENUM: int
 K_SET: int
 K_STRING: int
+K_JSON: int
 
 class Layout:
     """The columns present in one row image: (kind, index, a, b, obj) each, in column order."""

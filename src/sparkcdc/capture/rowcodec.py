@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
 from sparkcdc.capture import tablemap as tmod
+from sparkcdc.capture.jsonbinary import decode_json_binary
 from sparkcdc.capture.tablemap import TableMap, charset_codec
 from sparkcdc.errors import DecodeError
 
@@ -272,19 +273,15 @@ _READABLE_TYPES = frozenset(
         tmod.T_SET,
         tmod.T_BLOB,
         tmod.T_GEOMETRY,
+        tmod.T_JSON,
     }
 )
 """The binlog column types the decoders read."""
 
 
 def check_readable(tm: TableMap, i: int) -> None:
-    """Raise DecodeError if column i has a type neither decoder reads (MySQL binary JSON, an unknown one)."""
+    """Raise DecodeError if column i has a type neither decoder reads."""
     t = tm.real_types[i]
-    if t == tmod.T_JSON:
-        raise DecodeError(
-            f"column {tm.schema}.{tm.table}.{tm.names[i]}: MySQL binary JSON is not supported yet "
-            "(MariaDB JSON columns are text and work)"
-        )
     if t not in _READABLE_TYPES:
         raise DecodeError(
             f"column {tm.schema}.{tm.table}.{tm.names[i]} has binlog type {t}, which sparkcdc cannot decode"
@@ -376,6 +373,14 @@ def read_value(tm: TableMap, tsr: TimestampRenderer, i: int, buf: bytes, p: int)
         if t == tmod.T_ENUM:
             return decode_enum(code, tm.enum_values.get(i, ())), p + n
         return decode_set(code, tm.set_values.get(i, ())), p + n
+    if t == tmod.T_JSON:
+        # MySQL binary JSON: a little-endian length (meta bytes), then the document, printed as MySQL does
+        length_bytes = _int_meta(m)
+        _need(buf, p, length_bytes, i)
+        n = int.from_bytes(buf[p : p + length_bytes], "little")
+        p += length_bytes
+        _need(buf, p, n, i)
+        return decode_json_binary(buf[p : p + n]), p + n
     # strings and BLOBs: a little-endian length, then the bytes (text in the column's charset)
     cs = tm.charsets[i]
     codec = charset_codec(cs) if cs is not None and t != tmod.T_GEOMETRY else "binary"
@@ -513,6 +518,8 @@ def native_column(tm: TableMap, tsr: TimestampRenderer, i: int) -> tuple[int, in
         if t == tmod.T_ENUM:
             return (n.K_ENUM, i, m[1], 0, tuple(tm.enum_values.get(i, ())))
         return (n.K_SET, i, m[1], 0, tuple(tm.set_values.get(i, ())))
+    if t == tmod.T_JSON:
+        return (n.K_JSON, i, int(m), 0, decode_json_binary) if isinstance(m, int) and 1 <= m <= 4 else None
     cs = tm.charsets[i]
     codec = charset_codec(cs) if cs is not None else "binary"
     if t in (tmod.T_VARCHAR, tmod.T_VAR_STRING, tmod.T_STRING):

@@ -27,6 +27,7 @@ from sparkcdc.capture.rowcodec import (
 )
 from sparkcdc.capture.tablemap import TableMap
 from sparkcdc.errors import DecodeError
+from tests.unit.mysql8.jsonb_encode import encode as jsonb_encode
 
 Images = list[tuple[tuple[Any, ...] | None, tuple[Any, ...] | None]]
 
@@ -79,6 +80,7 @@ def all_columns() -> list[dict[str, Any]]:
         _col(t.T_STRING, (t.T_STRING, 1), cs=BINARY),
         _col(t.T_GEOMETRY, 4, cs=UTF8),
         _col(t.T_GEOMETRY, 4),
+        _col(t.T_JSON, 4),
     ]
     return cols
 
@@ -216,6 +218,10 @@ def value_bytes(rng: random.Random, tm: TableMap, i: int) -> bytes:
         if real == t.T_STRING and cs == BINARY and rng.random() < 0.5:
             raw = raw.rstrip(b"\0")
         return len(raw).to_bytes(2 if maxlen > 255 else 1, "little") + raw
+    if real == t.T_JSON:
+        doc = rng.choice([None, 1, -70000, 2.5, "é", [1, {"a": [True, "x"]}], {"k": {"n": 1e20}}])
+        raw = jsonb_encode(doc) if rng.random() < 0.9 else b""
+        return len(raw).to_bytes(int(m), "little") + raw  # type: ignore[arg-type]
     assert real in (t.T_BLOB, t.T_GEOMETRY)
     lb = int(m)  # type: ignore[arg-type]
     raw = text_bytes(rng, cs, min(300, 256**lb - 1))
@@ -391,12 +397,27 @@ def test_unsupported_shape_falls_back_to_python() -> None:
     assert dec._layouts == {3: None}
 
 
-def test_json_column_raises_like_python() -> None:
+def test_json_column_decodes_like_python() -> None:
+    """MySQL binary JSON: the C decoder hands the bytes to the one Python JSON decoder."""
     tm = make_table([_col(t.T_LONG), _col(t.T_JSON, 4)], random.Random(1))
-    body = (42).to_bytes(6, "little") + b"\x01\x00" + b"\x02\x03" + b"\x00" + b"\x01\x00\x00\x00"
+    doc = jsonb_encode({"b": [1, 2.0], "a": None})
+    body = (
+        (42).to_bytes(6, "little")
+        + b"\x01\x00"
+        + b"\x02\x03"
+        + b"\x00"
+        + b"\x01\x00\x00\x00"
+        + len(doc).to_bytes(4, "little")
+        + doc
+    )
     for native in (True, False):
-        with pytest.raises(DecodeError, match="MySQL binary JSON is not supported"):
-            rows_event_images(RowDecoder(tm, TimestampRenderer("UTC"), native=native), body, 1, "I")
+        dec = RowDecoder(tm, TimestampRenderer("UTC"), native=native)
+        assert rows_event_images(dec, body, 1, "I") == [(None, (1, '{"a": null, "b": [1, 2.0]}'))]
+        if native:
+            assert dec._layouts[3] is not None
+        bad = body[: -len(doc)] + b"\x0e" + doc[1:]
+        with pytest.raises(DecodeError, match=r"cannot decode a row of db\.t.*unknown binary JSON type 0x0e"):
+            rows_event_images(dec, bad, 1, "I")
 
 
 def test_reference_decodes_without_the_extension(monkeypatch: pytest.MonkeyPatch) -> None:

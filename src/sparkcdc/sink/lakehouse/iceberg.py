@@ -152,7 +152,9 @@ class IcebergFormat(TableFormat):
         """Renames, drops, additions and promotions in one schema update."""
         from pyiceberg.catalog import Catalog
 
-        new = Catalog._convert_schema_if_needed(target)
+        def iceberg_type(f: pa.Field) -> Any:
+            return Catalog._convert_schema_if_needed(pa.schema([f])).fields[0].field_type
+
         t = self._load(table)
         with t.update_schema() as u:
             for old, new_name in change.renames:
@@ -160,9 +162,9 @@ class IcebergFormat(TableFormat):
             for name in change.drops:
                 u.delete_column(name)
             for f in change.adds:
-                u.add_column(f.name, new.find_field(f.name).field_type)
+                u.add_column(f.name, iceberg_type(f))
             for f in change.widens:
-                u.update_column(f.name, field_type=new.find_field(f.name).field_type)
+                u.update_column(f.name, field_type=iceberg_type(f))
 
     def close(self) -> None:
         """Dispose of the catalog's database engine."""

@@ -1,0 +1,186 @@
+"""The public source's options and the typed stream's Spark types (no Spark session, no upstream)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+
+import pytest
+from pyspark.sql.types import (
+    BinaryType,
+    ByteType,
+    DateType,
+    DecimalType,
+    DoubleType,
+    FloatType,
+    IntegerType,
+    LongType,
+    ShortType,
+    StringType,
+    TimestampNTZType,
+    TimestampType,
+)
+
+from sparkcdc.errors import ConfigError, DecodeError, FilterRuleError, SchemaError
+from sparkcdc.model.schema import ColumnInfo, TableInfo
+from sparkcdc.pipeline.dataframe import OPTIONS, SourceOptions, parse_table_name
+from sparkcdc.pipeline.spark_types import TypedRows, column_signature, spark_type, typed_schema
+
+UP = "mysql://cdc:pw@127.0.0.1:3306/"
+
+
+def _opts(**kw: str) -> SourceOptions:
+    return SourceOptions.parse(
+        {"upstream-uri": UP, "data-dir": "/d", **{k.replace("_", "-"): v for k, v in kw.items()}}
+    )
+
+
+def test_options_default_and_given() -> None:
+    o = _opts()
+    assert (o.filter_rules, o.start_ts, o.table) == (["*.*"], None, None)
+    o = _opts(filter="shop.*, !shop.tmp", start_ts="42")
+    assert (o.filter_rules, o.start_ts) == (["shop.*", "!shop.tmp"], 42)
+    o = SourceOptions.parse({"Upstream-URI": UP, "DATA-DIR": "/d", "Table": "shop.orders"})
+    assert o.table == ("shop", "orders") and o.filter_rules == ["`shop`.`orders`"]
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"upstream-uri": UP, "data-dir": "/d", "start_tss": "1"}, "unknown option(s) ['start_tss']"),
+        ({"data-dir": "/d"}, "option upstream-uri is required"),
+        ({"upstream-uri": UP}, "option data-dir is required"),
+        ({"upstream-uri": "http://x/", "data-dir": "/d"}, "invalid upstream URI scheme"),
+        ({"upstream-uri": UP, "data-dir": "/d", "start-ts": "-3"}, "start-ts='-3'"),
+        ({"upstream-uri": UP, "data-dir": "/d", "table": "orders"}, "table='orders'"),
+        (
+            {"upstream-uri": UP, "data-dir": "/d", "table": "a.b", "filter": "a.*"},
+            "table and filter conflict",
+        ),
+        ({"upstream-uri": UP, "data-dir": "/d", "filter": " , "}, "give at least one rule"),
+        ({"upstream-uri": UP, "data-dir": "/d", "path": "/x"}, "takes no path"),
+    ],
+)
+def test_bad_options_are_refused_by_name(options: dict[str, str], message: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        SourceOptions.parse(options)
+    assert message in str(err.value)
+
+
+def test_unknown_option_lists_the_allowed_ones() -> None:
+    with pytest.raises(ConfigError) as err:
+        _opts(mode="rows")
+    assert all(k in str(err.value) for k in OPTIONS)
+
+
+def test_bad_filter_rule_is_refused() -> None:
+    with pytest.raises(FilterRuleError):
+        _opts(filter="shop.[")
+
+
+@pytest.mark.parametrize(
+    ("text", "name"),
+    [
+        ("shop.orders", ("shop", "orders")),
+        ("`my.db`.`t`", ("my.db", "t")),
+        ("shop.`a``b.c`", ("shop", "a`b.c")),
+    ],
+)
+def test_table_names(text: str, name: tuple[str, str]) -> None:
+    assert parse_table_name(text) == name
+
+
+@pytest.mark.parametrize("text", ["a.b.c", "`a.b", "`a`x.b", ".b", "a."])
+def test_bad_table_names(text: str) -> None:
+    with pytest.raises(ConfigError, match="option table="):
+        parse_table_name(text)
+
+
+def _col(name: str, type_: str, **kw: object) -> ColumnInfo:
+    return ColumnInfo(name, type_, **kw)
+
+
+@pytest.mark.parametrize(
+    ("col", "spark"),
+    [
+        (_col("a", "tinyint"), ByteType()),
+        (_col("a", "tinyint", unsigned=True), ShortType()),
+        (_col("a", "smallint", unsigned=True), IntegerType()),
+        (_col("a", "int"), IntegerType()),
+        (_col("a", "int", unsigned=True), LongType()),
+        (_col("a", "bigint"), LongType()),
+        (_col("a", "bigint", unsigned=True), DecimalType(20, 0)),
+        (_col("a", "year"), ShortType()),
+        (_col("a", "bit", length=1), LongType()),
+        (_col("a", "bit", length=64), DecimalType(20, 0)),
+        (_col("a", "float"), FloatType()),
+        (_col("a", "double"), DoubleType()),
+        (_col("a", "decimal", precision=10, scale=2), DecimalType(10, 2)),
+        (_col("a", "decimal", precision=65, scale=30), StringType()),
+        (_col("a", "date"), DateType()),
+        (_col("a", "datetime", fsp=3), TimestampNTZType()),
+        (_col("a", "timestamp", fsp=6), TimestampType()),
+        (_col("a", "time"), StringType()),
+        (_col("a", "enum", elements=("x",)), StringType()),
+        (_col("a", "set", elements=("x",)), StringType()),
+        (_col("a", "json"), StringType()),
+        (_col("a", "varchar", length=5), StringType()),
+        (_col("a", "blob"), BinaryType()),
+        (_col("a", "geometry"), BinaryType()),
+    ],
+)
+def test_every_mysql_type_has_a_lossless_spark_type(col: ColumnInfo, spark: object) -> None:
+    assert spark_type(col) == spark
+
+
+TABLE = TableInfo(
+    "shop",
+    "orders",
+    (
+        _col("id", "bigint", unsigned=True),
+        _col("big", "decimal", precision=40, scale=3),
+        _col("day", "date"),
+        _col("at", "datetime", fsp=6),
+        _col("paid", "timestamp"),
+        _col("note", "varchar", length=9),
+    ),
+)
+
+
+def test_typed_schema_and_values() -> None:
+    assert typed_schema(TABLE).fieldNames() == ["id", "big", "day", "at", "paid", "note", "_op", "_commit_ts"]
+    rows = TypedRows(TABLE, "Europe/Berlin").columns(
+        [
+            (
+                2**64 - 1,
+                Decimal("1.5"),
+                "2024-02-29",
+                "2024-02-29 23:59:59.000001",
+                "2024-07-01 02:00:00",
+                "x",
+            ),
+            (1, None, None, None, None, None),
+        ]
+    )
+    assert rows[0] == [Decimal(2**64 - 1), Decimal(1)]
+    assert rows[1] == ["1.500", None]
+    assert rows[2] == [dt.date(2024, 2, 29), None]
+    assert rows[3] == [dt.datetime(2024, 2, 29, 23, 59, 59, 1), None]
+    assert rows[4][0].astimezone(dt.UTC) == dt.datetime(2024, 7, 1, 0, 0, tzinfo=dt.UTC)
+    assert rows[5] == ["x", None]
+
+
+@pytest.mark.parametrize("value", ["0000-00-00", "2024-00-10"])
+def test_a_zero_date_is_an_error_that_names_the_column(value: str) -> None:
+    with pytest.raises(DecodeError, match=r"shop\.orders\.day: .*leave out option table"):
+        TypedRows(TABLE, "UTC").columns([(1, None, value, None, None, None)])
+
+
+def test_reserved_column_names_and_signatures() -> None:
+    clash = TableInfo("s", "t", (_col("_op", "int"),))
+    with pytest.raises(SchemaError, match="'_op'"):
+        typed_schema(clash)
+    wider = TableInfo("shop", "orders", (*TABLE.columns, _col("extra", "int")))
+    longer = TableInfo("shop", "orders", (*TABLE.columns[:5], _col("note", "varchar", length=90)))
+    assert column_signature(wider) != column_signature(TABLE)
+    assert column_signature(longer) == column_signature(TABLE)  # a longer VARCHAR keeps the typed rows

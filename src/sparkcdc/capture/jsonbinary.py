@@ -27,6 +27,8 @@ import math
 import struct
 from decimal import Decimal
 
+from sparkcdc.capture.mysqldecimal import decimal_size, decode_decimal
+
 SMALL_OBJECT = 0x00
 LARGE_OBJECT = 0x01
 SMALL_ARRAY = 0x02
@@ -266,8 +268,6 @@ def _container(data: bytes, t: int, p: int, end: int, out: list[str], depth: int
 def _opaque(ftype: int, raw: bytes) -> str:
     """An opaque value: DECIMAL as a number, temporal values quoted, strings as strings, else base64."""
     if ftype in (FT_NEWDECIMAL, FT_DECIMAL) and len(raw) >= 2:
-        from sparkcdc.capture.rowcodec import decimal_size, decode_decimal
-
         precision, scale = raw[0], raw[1]
         if precision and scale <= precision and len(raw) - 2 >= decimal_size(precision, scale):
             return _decimal_text(

@@ -1,8 +1,8 @@
 """The replication protocol: ask the server for its binlog and read raw events.
 
 Only what CDC needs: COM_BINLOG_DUMP from a file:pos (or a MariaDB GTID
-position), checksums stripped, heartbeats, and a non-blocking mode that stops
-at the current end of the binlog.
+position), COM_BINLOG_DUMP_GTID from a MySQL GTID set, checksums stripped,
+heartbeats, and a non-blocking mode that stops at the current end of the binlog.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import pymysql
 
+from sparkcdc.capture.gtid import MysqlGtidSet
 from sparkcdc.capture.upstream import (
     CR_SERVER_GONE,
     CR_SERVER_LOST,
@@ -27,7 +28,9 @@ from sparkcdc.errors import BinlogPurgedError, UpstreamSetupError, UpstreamUnava
 log = logging.getLogger(__name__)
 
 COM_BINLOG_DUMP = 0x12
+COM_BINLOG_DUMP_GTID = 0x1E
 BINLOG_DUMP_NON_BLOCK = 0x01
+BINLOG_THROUGH_GTID = 0x04
 BINLOG_SEND_ANNOTATE_ROWS_EVENT = 0x02
 HEADER_LEN = 19
 
@@ -42,8 +45,14 @@ WRITE_ROWS_V1 = 23
 UPDATE_ROWS_V1 = 24
 DELETE_ROWS_V1 = 25
 HEARTBEAT_EVENT = 27
+ROWS_QUERY_EVENT = 29
 MYSQL_GTID_EVENT = 33
 ANONYMOUS_GTID_EVENT = 34
+PREVIOUS_GTIDS_EVENT = 35
+XA_PREPARE_EVENT = 38
+PARTIAL_UPDATE_ROWS_EVENT = 39
+TRANSACTION_PAYLOAD_EVENT = 40
+HEARTBEAT_EVENT_V2 = 41
 WRITE_ROWS_V2 = 30
 UPDATE_ROWS_V2 = 31
 DELETE_ROWS_V2 = 32
@@ -94,9 +103,10 @@ class BinlogStream:
         *,
         blocking: bool = True,
         heartbeat_s: float = 1.0,
-        gtid: str | None = None,
+        gtid: str | MysqlGtidSet | None = None,
         read_timeout: float | None = None,
     ) -> None:
+        """``gtid``: a MariaDB GTID position (text) or a MySQL GTID set: stream what follows it."""
         self.upstream = upstream
         self.file = file
         self.pos = pos
@@ -116,17 +126,19 @@ class BinlogStream:
                 cur.execute("SELECT @@global.binlog_checksum")
                 row = cur.fetchone()
                 self.checksum = bool(row and str(row[0]).upper() != "NONE")
+                # MySQL 8.0.26+ reads the source_* names first, older servers and MariaDB the master_*
+                # ones; a user variable nobody reads is harmless.
                 cur.execute("SET @master_binlog_checksum = @@global.binlog_checksum")
+                cur.execute("SET @source_binlog_checksum = @@global.binlog_checksum")
                 cur.execute("SET @mariadb_slave_capability = 4")
-                cur.execute("SET @master_heartbeat_period = %s", (int(self.heartbeat_s * 1e9),))
-                if self.gtid is not None:
+                period = int(self.heartbeat_s * 1e9)
+                cur.execute("SET @master_heartbeat_period = %s", (period,))
+                cur.execute("SET @source_heartbeat_period = %s", (period,))
+                if isinstance(self.gtid, str):
                     cur.execute("SET @slave_connect_state = %s", (self.gtid,))
                     cur.execute("SET @slave_gtid_strict_mode = 0")
                     cur.execute("SET @slave_gtid_ignore_duplicates = 0")
-            flags = 0 if self.blocking else BINLOG_DUMP_NON_BLOCK
-            name = b"" if self.gtid is not None else self.file.encode()
-            pos = 4 if self.gtid is not None else self.pos
-            payload = struct.pack("<BIHI", COM_BINLOG_DUMP, pos, flags, self.server_id) + name
+            payload = self.dump_command()
             conn._next_seq_id = 0
             conn._write_bytes(struct.pack("<I", len(payload))[:3] + b"\x00" + payload)
             conn._next_seq_id = 1
@@ -134,6 +146,20 @@ class BinlogStream:
             conn.close()
             raise
         self.conn = conn
+
+    def dump_command(self) -> bytes:
+        """The COM_BINLOG_DUMP (file:pos, MariaDB GTID) or COM_BINLOG_DUMP_GTID (MySQL GTID set) payload."""
+        flags = 0 if self.blocking else BINLOG_DUMP_NON_BLOCK
+        if isinstance(self.gtid, MysqlGtidSet):
+            data = self.gtid.encode()
+            return (
+                struct.pack("<BHII", COM_BINLOG_DUMP_GTID, flags | BINLOG_THROUGH_GTID, self.server_id, 0)
+                + struct.pack("<QI", 4, len(data))
+                + data
+            )
+        name = b"" if self.gtid is not None else self.file.encode()
+        pos = 4 if self.gtid is not None else self.pos
+        return struct.pack("<BIHI", COM_BINLOG_DUMP, pos, flags, self.server_id) + name
 
     def close(self) -> None:
         """Close the connection (idempotent)."""

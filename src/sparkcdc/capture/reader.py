@@ -12,6 +12,7 @@ from sparkcdc.capture.rowcodec import RowDecoder, TimestampRenderer, rows_event_
 from sparkcdc.capture.tablemap import TableMap, table_info_from_map
 from sparkcdc.capture.txnstream import Begin, End, Idle, QueryItem, RowsItem, TableMapItem, TxnStream
 from sparkcdc.capture.upstream import UpstreamConfig
+from sparkcdc.errors import UpstreamSetupError
 from sparkcdc.model import BinlogPosition, RowChange, TableInfo
 
 log = logging.getLogger(__name__)
@@ -63,6 +64,20 @@ class TableShapes:
         self._cache[key] = info
         self.last[(tm.schema, tm.table)] = info
         return info
+
+
+def partial_update_error(
+    up: UpstreamConfig, schema: str, table: str, pos: BinlogPosition | None
+) -> UpstreamSetupError:
+    """The error for a MySQL PARTIAL_UPDATE_ROWS_EVENT: its JSON diffs are not applied, so its rows are refused."""
+    where = f" in the transaction at {pos.file}:{pos.pos}" if pos is not None else ""
+    return UpstreamSetupError(
+        f"table {schema}.{table}: upstream {up.host}:{up.port} wrote a PARTIAL_UPDATE_ROWS_EVENT{where} "
+        "(binlog_row_value_options=PARTIAL_JSON logs JSON updates as diffs), which sparkcdc does not apply; "
+        "run SET PERSIST binlog_row_value_options='' on the upstream, then start the changefeed again from "
+        "after that transaction (--start-position or --start-ts) with a snapshot of the table "
+        '([snapshot] mode = "initial"), since the diffed rows cannot be read'
+    )
 
 
 @dataclass
@@ -150,6 +165,8 @@ class RowReader:
                         continue
                     schema, table, version = tm.schema, tm.table, info.version
                     op = item.op
+                    if op == "P":
+                        raise partial_update_error(self.upstream, schema, table, pos)
                     rows = [
                         RowChange(op, schema, table, version, ts, before, after, n, pos)  # type: ignore[arg-type]
                         for n, (before, after) in enumerate(

@@ -20,11 +20,18 @@ from __future__ import annotations
 
 import pymysql
 
+from sparkcdc.capture.gtid import MysqlGtidSet, parse_start_gtid
 from sparkcdc.capture.offset import Offset, file_seq, file_start_ts
 from sparkcdc.capture.protocol import BinlogStream
 from sparkcdc.capture.reader import Scanner
 from sparkcdc.capture.txnstream import Idle, TxnStream, first_event_info
-from sparkcdc.capture.upstream import ER_SPECIFIC_ACCESS_DENIED, UpstreamConfig, query_one
+from sparkcdc.capture.upstream import (
+    ER_SPECIFIC_ACCESS_DENIED,
+    UpstreamConfig,
+    check_upstream,
+    query_one,
+    server_version,
+)
 from sparkcdc.errors import BinlogPurgedError, ConfigError, UpstreamSetupError
 
 
@@ -34,7 +41,7 @@ def resolve_start_offset(
     """The offset a new changefeed starts at: after the first start point given, or the binlog's head now.
 
     ``position`` (``FILE:POS`` of a transaction boundary) comes first, then ``gtid`` (a MariaDB GTID
-    position), then ``start_ts`` (every transaction after the offset has a larger commit_ts).
+    position or a MySQL GTID set), then ``start_ts`` (every transaction after the offset has a larger commit_ts).
     """
     if position:
         file, sep, pos = position.rpartition(":")
@@ -76,7 +83,7 @@ def offset_for_position(up: UpstreamConfig, file: str, pos: int) -> Offset:
             return Offset(file, pos, last.ts)
     raise ConfigError(
         f"binlog position {file}:{pos} is not a transaction boundary; use a position printed by "
-        "SHOW MASTER STATUS or an Exec_Master_Log_Pos"
+        "SHOW MASTER STATUS (SHOW BINARY LOG STATUS on MySQL 8.2+) or an Exec_Master_Log_Pos"
     )
 
 
@@ -96,11 +103,30 @@ def _event_boundary(up: UpstreamConfig, file: str, begin: int, pos: int) -> bool
 
 
 def offset_for_gtid(up: UpstreamConfig, gtid: str) -> Offset:
-    """The boundary right after the MariaDB GTID position ``gtid`` (e.g. ``0-1-1234``)."""
+    """The boundary right before the first transaction after a GTID start point.
+
+    ``gtid``: a MariaDB GTID position (``0-1-1234``: the server streams what follows it) or a MySQL
+    GTID set (``uuid:1-100``: the server streams every transaction outside it, and the changefeed
+    starts before the first one; a set with holes replays what follows the first hole).
+    """
     from sparkcdc.capture import protocol as P
 
+    start = parse_start_gtid(gtid)
+    conn = up.connect()
+    try:
+        ver = server_version(conn)
+    finally:
+        conn.close()
+    if isinstance(start, MysqlGtidSet):
+        check_upstream(up, need_gtid=True)  # gtid_mode=ON, and not a MariaDB server
+    elif not ver.mariadb:
+        raise ConfigError(
+            f"--start-gtid {gtid!r} is a MariaDB GTID position but upstream {up.host}:{up.port} is {ver}: "
+            "give a MySQL GTID set such as 3e11fa47-71ca-11e1-9e33-c80aa9429562:1-100 "
+            "(SELECT @@GLOBAL.gtid_executed prints one)"
+        )
     file = ""
-    with BinlogStream(up, "", 4, gtid=gtid, blocking=False) as s:
+    with BinlogStream(up, "", 4, gtid=start, blocking=False) as s:
         for ev in s.events():
             if ev.type == P.ROTATE_EVENT:
                 file = ev.body[8:].decode()
@@ -222,19 +248,26 @@ def _first_info(up: UpstreamConfig, name: str) -> dict[str, int | None]:
 
 
 def master_status(conn: pymysql.connections.Connection) -> tuple[str, int]:
-    """The current end of the binlog (a transaction boundary)."""
+    """The current end of the binlog (a transaction boundary).
+
+    Asked with the statement the server has (``ServerVersion.binlog_status_sql``): SHOW BINARY LOG
+    STATUS on MySQL 8.2+ (8.4 removed SHOW MASTER STATUS), SHOW MASTER STATUS elsewhere.
+    """
+    sql = server_version(conn).binlog_status_sql
     try:
-        row = query_one(conn, "SHOW MASTER STATUS")
+        row = query_one(conn, sql)
     except pymysql.err.OperationalError as exc:
         if exc.args and exc.args[0] == ER_SPECIFIC_ACCESS_DENIED:
             user = getattr(conn, "user", "the CDC user")
+            if isinstance(user, bytes):
+                user = user.decode("utf-8", "replace")
             raise UpstreamSetupError(
-                f"SHOW MASTER STATUS was refused: {exc.args[-1]}; run GRANT REPLICATION SLAVE, "
+                f"{sql} was refused: {exc.args[-1]}; run GRANT REPLICATION SLAVE, "
                 f"REPLICATION CLIENT ON *.* TO {user!r}@'%'"
             ) from exc
         raise
     if not row:
-        raise UpstreamSetupError("SHOW MASTER STATUS returned nothing: binary logging is off upstream")
+        raise UpstreamSetupError(f"{sql} returned nothing: binary logging is off upstream")
     return str(row[0]), int(row[1])
 
 

@@ -8,7 +8,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from sparkcdc.capture import protocol as P
+from sparkcdc.capture.gtid import parse_mysql_gtid_event
 from sparkcdc.capture.offset import Offset, file_start_ts, next_ts
+from sparkcdc.capture.payload import payload_events
 from sparkcdc.capture.protocol import BinlogStream, RawEvent
 from sparkcdc.capture.tablemap import TableMap, parse_table_map
 
@@ -31,7 +33,10 @@ class TableMapItem:
 
 @dataclass(slots=True)
 class RowsItem:
-    """A ROWS event (undecoded body) inside the current transaction."""
+    """A ROWS event (undecoded body) inside the current transaction.
+
+    ``op``: I, U, D, or P for a MySQL PARTIAL_UPDATE_ROWS_EVENT (JSON diffs, refused by the reader).
+    """
 
     op: str
     version: int
@@ -131,6 +136,16 @@ class TxnStream:
                 yield RowsItem(op, ver, int.from_bytes(ev.body[0:6], "little"), ev.body)
             self._advance(ev)
             return
+        if t == P.PARTIAL_UPDATE_ROWS_EVENT:
+            if self.want_rows:
+                yield RowsItem("P", 2, int.from_bytes(ev.body[0:6], "little"), ev.body)
+            self._advance(ev)
+            return
+        if t == P.TRANSACTION_PAYLOAD_EVENT:
+            # A compressed transaction (MySQL 8.0.20+): its events, read as if they stood in the file.
+            for inner in payload_events(ev):
+                yield from self._handle(inner)
+            return
         if t == P.TABLE_MAP_EVENT:
             yield TableMapItem(parse_table_map(ev.body))
             self._advance(ev)
@@ -145,7 +160,7 @@ class TxnStream:
             self._advance(ev)
             return
         if t in (P.MYSQL_GTID_EVENT, P.ANONYMOUS_GTID_EVENT):
-            yield self._begin(ev, None)
+            yield self._begin(ev, parse_mysql_gtid_event(ev.body) if t == P.MYSQL_GTID_EVENT else None)
             self._standalone = True  # until a BEGIN query says otherwise
             self._advance(ev)
             return
@@ -186,7 +201,7 @@ class TxnStream:
                 self._new_file = False
             self._advance(ev)
             return
-        if t == P.HEARTBEAT_EVENT:
+        if t in (P.HEARTBEAT_EVENT, P.HEARTBEAT_EVENT_V2):
             if not self._in_txn:
                 yield Idle(self.offset())
             return

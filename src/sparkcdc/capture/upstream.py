@@ -6,6 +6,7 @@ import itertools
 import logging
 import os
 import random
+import re
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
@@ -160,6 +161,53 @@ def _time_zone(name: str) -> str:
     return name
 
 
+@dataclass(frozen=True)
+class ServerVersion:
+    """Which server the upstream is (MySQL or MariaDB) and its version, from the handshake or VERSION()."""
+
+    mariadb: bool
+    version: tuple[int, int, int]
+    text: str
+
+    @classmethod
+    def parse(cls, text: str) -> ServerVersion:
+        """``8.4.3``, ``8.0.36-log``, ``10.11.6-MariaDB-log`` or the handshake's ``5.5.5-10.11.6-MariaDB``."""
+        mariadb = "mariadb" in text.lower()
+        core = text[6:] if mariadb and text.startswith("5.5.5-") else text
+        m = re.match(r"(\d+)\.(\d+)\.(\d+)", core)
+        if m is None:
+            m = re.match(r"(\d+)\.(\d+)()", core)
+        nums = tuple(int(g) if g else 0 for g in m.groups()) if m else (0, 0, 0)
+        return cls(mariadb, nums, text)  # type: ignore[arg-type]
+
+    @property
+    def mysql8(self) -> bool:
+        """MySQL 8.0 or later (binary JSON, compressed transactions, GTID sets, caching_sha2_password)."""
+        return not self.mariadb and self.version >= (8, 0, 0)
+
+    @property
+    def binlog_status_sql(self) -> str:
+        """The statement that shows the binlog's current file and position on this server.
+
+        MySQL 8.2 added SHOW BINARY LOG STATUS and 8.4 removed SHOW MASTER STATUS; MariaDB and older
+        MySQL servers have SHOW MASTER STATUS.
+        """
+        if not self.mariadb and self.version >= (8, 2, 0):
+            return "SHOW BINARY LOG STATUS"
+        return "SHOW MASTER STATUS"
+
+    def __str__(self) -> str:
+        return f"{'MariaDB' if self.mariadb else 'MySQL'} {'.'.join(map(str, self.version))}"
+
+
+def server_version(conn: pymysql.connections.Connection) -> ServerVersion:
+    """The upstream's version from the connection's handshake (no query)."""
+    text = conn.server_version
+    if isinstance(text, bytes):
+        text = text.decode("ascii", "replace")
+    return ServerVersion.parse(str(text or ""))
+
+
 _server_ids = itertools.count(random.randint(1_000_000, 2_000_000_000))
 
 
@@ -176,55 +224,136 @@ def query_one(conn: pymysql.connections.Connection, sql: str) -> tuple[Any, ...]
         return tuple(row) if row is not None else None
 
 
-def check_upstream(up: UpstreamConfig) -> dict[str, Any]:
-    """Verify the upstream is fit for CDC; raise UpstreamSetupError naming the fix."""
+_SETUP_VARIABLES = (
+    "version",
+    "log_bin",
+    "binlog_format",
+    "binlog_row_image",
+    "binlog_row_metadata",
+    "server_id",
+    # MySQL only (absent on MariaDB):
+    "gtid_mode",
+    "enforce_gtid_consistency",
+    "binlog_row_value_options",
+    "binlog_transaction_compression",
+)
+
+
+def _set_fix(ver: ServerVersion, name: str, value: str) -> str:
+    """How to set a server variable for good, in the server's own words."""
+    if ver.mysql8:
+        return f"run SET PERSIST {name}={value}"
+    return f"run SET GLOBAL {name}={value} (and set it in the server config)"
+
+
+def check_setup(
+    ver: ServerVersion, variables: dict[str, str], where: str, *, need_gtid: bool = False
+) -> None:
+    """Raise UpstreamSetupError naming the fix if the server variables do not suit CDC.
+
+    ``variables``: lower-case name → value as SHOW GLOBAL VARIABLES prints it (a variable the server
+    does not have is missing); ``need_gtid``: the changefeed starts from a MySQL GTID set.
+    """
+
+    def val(name: str) -> str | None:
+        v = variables.get(name)
+        return None if v is None else str(v).upper()
+
+    if val("log_bin") not in ("ON", "1"):
+        flags = "--log-bin --binlog-format=ROW --binlog-row-image=FULL"
+        if ver.mysql8:
+            flags = "--log-bin (binary logging is on by default in MySQL 8 unless --skip-log-bin or --disable-log-bin)"
+        raise UpstreamSetupError(f"binary logging is off on upstream {where}; start the server with {flags}")
+    fmt = val("binlog_format")
+    if fmt is not None and fmt != "ROW":
+        fix = (
+            _set_fix(ver, "binlog_format", "ROW")
+            if ver.mysql8
+            else ("run SET GLOBAL binlog_format=ROW (and set it in the server config)")
+        )
+        raise UpstreamSetupError(f"binlog_format is {fmt} on upstream {where}, CDC needs ROW; {fix}")
+    image = val("binlog_row_image")
+    if image != "FULL":
+        fix = (
+            _set_fix(ver, "binlog_row_image", "FULL")
+            if ver.mysql8
+            else "run SET GLOBAL binlog_row_image=FULL"
+        )
+        raise UpstreamSetupError(
+            f"binlog_row_image is {image} on upstream {where}, CDC needs FULL before/after images; {fix}"
+        )
+    meta = val("binlog_row_metadata")
+    if meta is not None and meta != "FULL":
+        fix = (
+            _set_fix(ver, "binlog_row_metadata", "FULL")
+            if ver.mysql8
+            else "run SET GLOBAL binlog_row_metadata=FULL"
+        )
+        raise UpstreamSetupError(
+            f"binlog_row_metadata is {meta} on upstream {where}, CDC needs FULL "
+            f"(column names and types in every table map); {fix}"
+        )
+    options = val("binlog_row_value_options")
+    if options is not None and "PARTIAL_JSON" in options:
+        raise UpstreamSetupError(
+            f"binlog_row_value_options is PARTIAL_JSON on upstream {where}: JSON updates are logged as diffs "
+            "(PARTIAL_UPDATE_ROWS_EVENT), which sparkcdc does not apply; run SET PERSIST binlog_row_value_options=''"
+        )
+    if need_gtid:
+        mode = val("gtid_mode")
+        if mode is None:
+            raise UpstreamSetupError(
+                f"upstream {where} ({ver}) has no MySQL GTIDs: --start-gtid takes a MariaDB GTID position "
+                "DOMAIN-SERVER-SEQ there, or use --start-position FILE:POS"
+            )
+        if mode != "ON":
+            raise UpstreamSetupError(
+                f"gtid_mode is {mode} on upstream {where}: a start from a MySQL GTID set needs gtid_mode=ON "
+                "(transactions without a GTID could be skipped); run SET PERSIST enforce_gtid_consistency=ON, "
+                "then SET PERSIST gtid_mode=OFF_PERMISSIVE, ON_PERMISSIVE, ON one step at a time, or start "
+                "from --start-position FILE:POS instead"
+            )
+
+
+def check_upstream(up: UpstreamConfig, *, need_gtid: bool = False) -> dict[str, Any]:
+    """Verify the upstream is fit for CDC; raise UpstreamSetupError naming the fix.
+
+    ``need_gtid``: the changefeed starts from a MySQL GTID set (gtid_mode must be ON).
+    """
     conn = up.connect()
     try:
-        facts: dict[str, Any] = {}
-        row = query_one(
-            conn,
-            "SELECT @@version, @@log_bin, @@binlog_format, @@binlog_row_image, @@server_id",
-        )
-        assert row is not None
-        version, log_bin, fmt, image, server_id = row
-        facts.update(version=version, server_id=server_id)
-        facts["mariadb"] = "mariadb" in str(version).lower()
-        if not int(log_bin):
-            raise UpstreamSetupError(
-                f"binary logging is off on upstream {up.host}:{up.port}; "
-                "start the server with --log-bin --binlog-format=ROW --binlog-row-image=FULL"
-            )
-        if str(fmt).upper() != "ROW":
-            raise UpstreamSetupError(
-                f"binlog_format is {fmt} on upstream {up.host}:{up.port}, CDC needs ROW; "
-                "run SET GLOBAL binlog_format=ROW (and set it in the server config)"
-            )
-        if str(image).upper() != "FULL":
-            raise UpstreamSetupError(
-                f"binlog_row_image is {image} on upstream {up.host}:{up.port}, CDC needs FULL "
-                "before/after images; run SET GLOBAL binlog_row_image=FULL"
-            )
-        meta = None
-        try:
-            meta = query_one(conn, "SELECT @@binlog_row_metadata")
-        except pymysql.err.MySQLError:
-            meta = None
-        facts["row_metadata"] = str(meta[0]).upper() if meta else "UNSUPPORTED"
-        if meta and str(meta[0]).upper() != "FULL":
-            raise UpstreamSetupError(
-                f"binlog_row_metadata is {meta[0]} on upstream {up.host}:{up.port}, CDC needs FULL "
-                "(column names and types in every table map); run SET GLOBAL binlog_row_metadata=FULL"
-            )
-        _check_privileges(conn, up)
+        ver = server_version(conn)
+        with conn.cursor() as cur:
+            names = ", ".join(f"'{n}'" for n in _SETUP_VARIABLES)
+            cur.execute(f"SHOW GLOBAL VARIABLES WHERE Variable_name IN ({names})")
+            variables = {str(r[0]).lower(): str(r[1]) for r in cur.fetchall()}
+        facts: dict[str, Any] = {
+            "version": variables.get("version", ver.text),
+            "server_id": int(variables.get("server_id", "0") or 0),
+            "mariadb": ver.mariadb,
+            "server": str(ver),
+            "row_metadata": str(variables.get("binlog_row_metadata", "UNSUPPORTED")).upper(),
+            "gtid_mode": variables.get("gtid_mode"),
+            "transaction_compression": variables.get("binlog_transaction_compression"),
+        }
+        check_setup(ver, variables, f"{up.host}:{up.port}", need_gtid=need_gtid)
+        with conn.cursor() as cur:
+            cur.execute("SHOW GRANTS FOR CURRENT_USER()")
+            grants = " ".join(str(r[0]).upper() for r in cur.fetchall())
+        check_privileges(grants, up)
         return facts
     finally:
         conn.close()
 
 
-def _check_privileges(conn: pymysql.connections.Connection, up: UpstreamConfig) -> None:
-    with conn.cursor() as cur:
-        cur.execute("SHOW GRANTS FOR CURRENT_USER()")
-        grants = " ".join(str(r[0]).upper() for r in cur.fetchall())
+def check_privileges(grants: str, up: UpstreamConfig) -> None:
+    """Raise UpstreamSetupError if ``grants`` (SHOW GRANTS, upper case) lack a replication privilege.
+
+    The same on MySQL and MariaDB: REPLICATION SLAVE (MySQL's alias REPLICATION REPLICA) to read the
+    binlog, REPLICATION CLIENT (MariaDB's BINLOG MONITOR; SUPER) for SHOW MASTER STATUS / SHOW BINARY
+    LOG STATUS and SHOW BINARY LOGS. Privileges granted through a MySQL role are not listed by SHOW
+    GRANTS unless the role is the user's default; grant them to the user directly.
+    """
     if "ALL PRIVILEGES ON *.*" in grants:
         return
     missing = [

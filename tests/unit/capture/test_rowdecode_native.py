@@ -16,10 +16,10 @@ import pytest
 
 from sparkcdc.capture import rowcodec
 from sparkcdc.capture import tablemap as t
+from sparkcdc.capture.mysqldecimal import _decimal_layout
 from sparkcdc.capture.rowcodec import (
     RowDecoder,
     TimestampRenderer,
-    _decimal_layout,
     decimal_size,
     decode_decimal,
     frac_bytes,

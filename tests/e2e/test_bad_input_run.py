@@ -228,6 +228,11 @@ CASES: list[Case] = [
     Case("master-spark-no-port", _flags("--master", "spark://host"), ["'spark://host'", "spark://HOST:PORT"]),
     Case("master-local-zero", _flags("--master", "local[0]"), ["'local[0]'"]),
     Case(
+        "master-down",
+        _flags("--master", "spark://127.0.0.1:9"),
+        ["ErrSparkMasterUnreachable", "spark://127.0.0.1:9", "Connection refused"],
+    ),
+    Case(
         "metrics-port-range",
         _flags("--metrics-listen", "127.0.0.1:70000"),
         ["'127.0.0.1:70000'", "1 to 65535"],

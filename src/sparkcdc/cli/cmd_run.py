@@ -280,13 +280,32 @@ class _Run:
         self.backoff = min(self.backoff * 2, 60.0)
 
 
+_MASTER_FIX = "give --master a running master (or local[N])"
+
+
+def _start_spark(args: argparse.Namespace) -> Any:
+    """The Spark session of the run; a standalone master that refuses it fails in one line."""
+    from sparkcdc.cli.cmd_server import parse_spark_conf
+    from sparkcdc.pipeline.spark import get_spark
+    from sparkcdc.server.runner import java_summary, master_unreachable, standalone_masters
+
+    try:
+        return get_spark(args.master, conf=parse_spark_conf(args.spark_conf))
+    except Exception as exc:
+        if args.master and standalone_masters(args.master):
+            # e.g. a port that answers but is no Spark master: Spark gives up after a minute.
+            raise master_unreachable(
+                args.master, f"it did not accept this application: {java_summary(exc)}", _MASTER_FIX
+            ) from exc
+        raise
+
+
 def run(args: argparse.Namespace) -> int:
     """Run until Ctrl-C, or until the checkpoint reaches --target-ts."""
     from sparkcdc.capture.upstream import UpstreamConfig, check_upstream
-    from sparkcdc.cli.cmd_server import parse_spark_conf
     from sparkcdc.pipeline.changefeed import start_changefeed
-    from sparkcdc.pipeline.spark import get_spark
     from sparkcdc.pipeline.state import StateDir
+    from sparkcdc.server.runner import master_unreachable, probe_spark_master
     from sparkcdc.sink import create_sink
 
     spec = build_spec(args)
@@ -296,9 +315,13 @@ def run(args: argparse.Namespace) -> int:
     # bucket) and the data dir (a file, unwritable, no bucket, no credentials) before Spark starts.
     up = UpstreamConfig.from_uri(args.upstream_uri)
     check_upstream(up)
-    create_sink(spec.sink_uri, spec.config, cid).check()
     state.check()
     check_resume(args, spec, up)
+    why = probe_spark_master(args.master) if args.master else None
+    if why is not None:
+        raise master_unreachable(args.master, why, _MASTER_FIX)
+    # Last, as a file sink's check makes its folder: a refusal above leaves nothing behind.
+    create_sink(spec.sink_uri, spec.config, cid).check()
     out = _Run(args, cid)
     if args.metrics_listen:
         out.metrics = serve_metrics(args.metrics_listen)
@@ -313,7 +336,7 @@ def run(args: argparse.Namespace) -> int:
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, on_term)
-    spark = get_spark(args.master, conf=parse_spark_conf(args.spark_conf))
+    spark = _start_spark(args)
     started_once = False
     try:
         while True:

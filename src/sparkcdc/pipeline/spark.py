@@ -46,11 +46,10 @@ def get_spark(
         defaults["spark.driver.host"] = "127.0.0.1"
         defaults["spark.driver.bindAddress"] = "127.0.0.1"
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-        if "SPARK_CONF_DIR" not in os.environ:
-            # Warnings and errors from the start, without the start-up notes of Spark's default profile.
-            defaults["spark.driver.defaultJavaOptions"] = (
-                f"-Dlog4j2.configurationFile={LOG4J2_CONFIG.as_uri()}"
-            )
+    if "SPARK_CONF_DIR" not in os.environ and "PYSPARK_GATEWAY_PORT" not in os.environ:
+        # The driver runs in this process's JVM whatever the master: warnings and errors from the
+        # start, without the start-up notes of Spark's default profile.
+        defaults["spark.driver.defaultJavaOptions"] = f"-Dlog4j2.configurationFile={LOG4J2_CONFIG.as_uri()}"
     settings = {**defaults, **(conf or {})}
     for k, v in settings.items():
         builder = builder.config(k, v)

@@ -78,11 +78,12 @@ def probe_spark_master(master: str, timeout: float = MASTER_PROBE_SECONDS) -> st
     return "; ".join(reasons) or None
 
 
-def master_unreachable(master: str, why: str) -> TransientError:
-    """The error a changefeed shows while its server's Spark master cannot be reached."""
+def master_unreachable(
+    master: str, why: str, fix: str = "restart the server with --spark-master pointing at a running master"
+) -> TransientError:
+    """The error a changefeed shows while its Spark master cannot be reached (``fix``: what else to do)."""
     return TransientError(
-        f"the Spark master {master} is unreachable ({why}); start it, or restart the server with "
-        "--spark-master pointing at a running master",
+        f"the Spark master {master} is unreachable ({why}); start it, or {fix}",
         code="CDC:ErrSparkMasterUnreachable",
     )
 
@@ -180,7 +181,7 @@ class SparkChangefeedRunner:
                     _stop_active_context()
                     if standalone_masters(self.master):
                         raise master_unreachable(
-                            self.master, f"it did not accept this application: {_java_summary(exc)}"
+                            self.master, f"it did not accept this application: {java_summary(exc)}"
                         ) from exc
                     raise
             return self._spark
@@ -242,7 +243,7 @@ def _stop_active_context() -> None:
         log.debug("stopping the leftover SparkContext: %s", type(exc).__name__)
 
 
-def _java_summary(exc: BaseException) -> str:
+def java_summary(exc: BaseException) -> str:
     """The first line of the JVM's exception behind a Py4J error (else of ``exc``)."""
     java = getattr(exc, "java_exception", None)
     try:

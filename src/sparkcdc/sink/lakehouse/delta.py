@@ -105,11 +105,13 @@ class DeltaFormat(TableFormat):
         self._table(table).delete(commit_properties=self._props(tag))
 
     def evolve(self, table: str, change: SchemaChange, target: pa.Schema) -> None:
-        """ADD COLUMN alone alters the metadata; anything else rewrites the table."""
+        """ADD COLUMN at the end alters the metadata; anything else rewrites the table."""
         from deltalake import Schema, write_deltalake
 
         dt = self._table(table)
-        if not (change.renames or change.drops or change.widens):
+        current = self.schema(table).names
+        appended = current + [f.name for f in change.adds] == target.names
+        if appended and not (change.renames or change.drops or change.widens):
             fields = Schema.from_arrow(pa.schema(change.adds)).fields
             dt.alter.add_columns(fields)
             return

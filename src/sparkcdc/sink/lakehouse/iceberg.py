@@ -161,8 +161,15 @@ class IcebergFormat(TableFormat):
                 u.rename_column(old, new_name)
             for name in change.drops:
                 u.delete_column(name)
+            names = target.names
             for f in change.adds:
                 u.add_column(f.name, iceberg_type(f))
+                # ADD COLUMN … AFTER / FIRST: the column goes where the upstream put it.
+                at = names.index(f.name)
+                if at == 0:
+                    u.move_first(f.name)
+                elif at < len(names) - 1:
+                    u.move_after(f.name, names[at - 1])
             for f in change.widens:
                 u.update_column(f.name, field_type=iceberg_type(f))
 

@@ -32,18 +32,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pyspark.sql.datasource import DataSource, InputPartition
-from pyspark.sql.types import (
-    LongType,
-    StringType,
-    StructField,
-    StructType,
-    VariantType,
-    VariantVal,
-)
+from pyspark.sql.types import StructType
 
-from sparkcdc.errors import ConfigError, DecodeError, SchemaError
+from sparkcdc.errors import ConfigError, SchemaError
 from sparkcdc.model import DDLEvent, TableInfo
-from sparkcdc.pipeline.source import ARROW_BATCH_ROWS, BinlogPartition, BinlogStreamReader
+from sparkcdc.pipeline.dataframe_rows import CHANGE_SCHEMA, TIME_ZONE
+from sparkcdc.pipeline.source import BinlogPartition, BinlogStreamReader
 
 SOURCE_NAME = "sparkcdc"
 
@@ -56,26 +50,6 @@ OPTIONS: dict[str, str] = {
     "table": "schema.table: that table's columns typed, plus _op and _commit_ts",
 }
 """Every option the source takes, with what it means (an unknown key is refused with this list)."""
-
-CHANGE_SCHEMA = StructType(
-    [
-        StructField("commit_ts", LongType(), False),
-        StructField("seq", LongType(), False),
-        StructField("op", StringType(), False),
-        StructField("schema", StringType(), False),
-        StructField("table", StringType(), False),
-        StructField("table_version", LongType(), False),
-        StructField("before", VariantType(), True),
-        StructField("after", VariantType(), True),
-    ]
-)
-"""The untyped stream: one row per row change; before is null for an INSERT, after for a DELETE."""
-
-OP_NAMES = {"I": "INSERT", "U": "UPDATE", "D": "DELETE"}
-"""RowChange.op → the stream's ``op`` (canal-json's ``type``)."""
-
-TIME_ZONE = "UTC"
-"""TIMESTAMP values are rendered in UTC (before/after); the typed stream carries the instant."""
 
 
 def _option_error(key: str, value: str, fix: str) -> ConfigError:
@@ -217,7 +191,7 @@ def prepare(opts: SourceOptions) -> tuple[dict[str, Any], dict[str, Any] | None]
         start=start.to_json(),
         history_path=history_path,
         filter_rules=opts.filter_rules,
-        time_zone=TIME_ZONE,
+        time_zone=TIME_ZONE,  # TIMESTAMP text in before/after; the typed stream carries the instant
         bootstrap_ts=bootstrap_ts,
         bootstrap_pos=bootstrap_pos,
     )
@@ -262,144 +236,23 @@ class ChangeStreamReader(BinlogStreamReader):
         """Refuse a DDL that changes the typed table's columns."""
         if self.table is None:
             return
-        from sparkcdc.pipeline.spark_types import column_signature
+        from sparkcdc.pipeline.spark_types import changed_columns_message, column_signature
 
         key = (self.table.schema, self.table.table)
         for e in ddls:
             if (e.schema, e.table) != key or e.table_info is None:
                 continue
             if column_signature(e.table_info) != column_signature(self.table):
-                raise SchemaError(_changed_message(self.table, e.table_info, e.commit_ts, e.query))
+                raise SchemaError(changed_columns_message(self.table, e.table_info, e.commit_ts, e.query))
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         """Executor: decode the segment into Arrow batches of the stream's rows."""
+        from sparkcdc.pipeline.dataframe_rows import change_batches, typed_batches
+
         assert isinstance(partition, BinlogPartition)
         if self.table is None:
             return change_batches(partition)
         return typed_batches(partition, self.table)
-
-
-def _changed_message(table: TableInfo, now: TableInfo, ts: int, what: str) -> str:
-    before = ", ".join(f"{n} {t}" for n, t in _signature(table))
-    after = ", ".join(f"{n} {t}" for n, t in _signature(now))
-    return (
-        f"table {table.schema}.{table.table} changed its columns at commit_ts {ts} ({what}): the typed "
-        f"stream has ({before}), the table now ({after}). A typed stream keeps its columns: start a new "
-        f"query (a new checkpointLocation and data-dir) with option start-ts={ts}, or read the untyped "
-        "stream (leave out option table)"
-    )
-
-
-def _signature(info: TableInfo) -> list[tuple[str, str]]:
-    from sparkcdc.pipeline.spark_types import column_signature
-
-    return column_signature(info)
-
-
-def _arrow_schema(schema: StructType) -> Any:
-    from pyspark.sql.pandas.types import to_arrow_schema
-
-    return to_arrow_schema(schema, timezone="UTC")
-
-
-def change_batches(partition: BinlogPartition) -> Iterator[Any]:
-    """The untyped rows of a segment as Arrow batches (``CHANGE_SCHEMA``)."""
-    import pyarrow as pa
-
-    from sparkcdc.codec.canal_json.reference import TableLayout, column_tokens
-    from sparkcdc.pipeline.source import iter_segment_batches
-
-    schema = _arrow_schema(CHANGE_SCHEMA)
-    variant = schema.field("before").type
-    cols: list[list[Any]] = [[] for _ in range(6)]
-    images: list[list[Any]] = [[], []]
-    layouts: dict[int, Any] = {}
-
-    def image_variant(cells: Any, image: tuple[Any, ...] | None) -> tuple[bytes, bytes] | None:
-        if image is None:
-            return None
-        v = VariantVal.parseJson("{" + ",".join(column_tokens(cells, image)) + "}")
-        return v.value, v.metadata
-
-    def variants(values: list[tuple[bytes, bytes] | None]) -> Any:
-        return pa.StructArray.from_arrays(
-            [
-                pa.array([b"" if v is None else v[0] for v in values], pa.binary()),
-                pa.array([b"" if v is None else v[1] for v in values], pa.binary()),
-            ],
-            fields=list(variant),
-            mask=pa.array([v is None for v in values]),
-        )
-
-    def batch() -> Any:
-        arrays = [pa.array(c, f.type) for c, f in zip(cols, schema, strict=False)]
-        out = pa.RecordBatch.from_arrays([*arrays, variants(images[0]), variants(images[1])], schema=schema)
-        for c in (*cols, *images):
-            c.clear()
-        return out
-
-    for rows, info, _own in iter_segment_batches(partition):
-        if info is None:
-            first = rows[0]
-            raise DecodeError(
-                f"{first.schema}.{first.table}: rows at commit_ts {first.commit_ts} have no shape"
-            )
-        layout = layouts.get(id(info))
-        if layout is None:
-            layout = layouts[id(info)] = (info, TableLayout(info, info.schema, info.table, False).cols)
-        cells = layout[1]
-        for ev in rows:
-            cols[0].append(ev.commit_ts)
-            cols[1].append(ev.seq)
-            cols[2].append(OP_NAMES[ev.op])
-            cols[3].append(ev.schema)
-            cols[4].append(ev.table)
-            cols[5].append(ev.table_version)
-            images[0].append(image_variant(cells, ev.before))
-            images[1].append(image_variant(cells, ev.after))
-        if len(cols[0]) >= ARROW_BATCH_ROWS:
-            yield batch()
-    if cols[0]:
-        yield batch()
-
-
-def typed_batches(partition: BinlogPartition, table: TableInfo) -> Iterator[Any]:
-    """One table's rows of a segment, typed, as Arrow batches (``spark_types.typed_schema``)."""
-    import pyarrow as pa
-
-    from sparkcdc.pipeline.source import iter_segment_batches
-    from sparkcdc.pipeline.spark_types import TypedRows, column_signature, typed_schema
-
-    schema = _arrow_schema(typed_schema(table))
-    signature = column_signature(table)
-    width = len(table.columns)
-    cols: list[list[Any]] = [[] for _ in range(width + 2)]
-    converters: dict[int, tuple[TableInfo, TypedRows]] = {}
-    for rows, info, _own in iter_segment_batches(partition):
-        first = rows[0]
-        if info is None:
-            raise DecodeError(
-                f"{first.schema}.{first.table}: rows at commit_ts {first.commit_ts} have no shape"
-            )
-        conv = converters.get(id(info))
-        if conv is None:
-            if column_signature(info) != signature:
-                raise SchemaError(_changed_message(table, info, first.commit_ts, "the rows' columns"))
-            conv = converters[id(info)] = (info, TypedRows(info, TIME_ZONE))
-        for i, values in enumerate(conv[1].columns([ev.image for ev in rows])):
-            cols[i].extend(values)
-        cols[width].extend(OP_NAMES[ev.op] for ev in rows)
-        cols[width + 1].extend(ev.commit_ts for ev in rows)
-        if len(cols[width]) >= ARROW_BATCH_ROWS:
-            yield pa.RecordBatch.from_arrays(
-                [pa.array(c, f.type) for c, f in zip(cols, schema, strict=True)], schema=schema
-            )
-            for c in cols:
-                c.clear()
-    if cols[width]:
-        yield pa.RecordBatch.from_arrays(
-            [pa.array(c, f.type) for c, f in zip(cols, schema, strict=True)], schema=schema
-        )
 
 
 class ChangeStreamDataSource(DataSource):

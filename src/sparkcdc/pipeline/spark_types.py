@@ -122,6 +122,20 @@ def column_signature(info: TableInfo) -> list[tuple[str, str]]:
     return [(c.name, spark_type(c).simpleString()) for c in info.columns]
 
 
+def changed_columns_message(table: TableInfo, now: TableInfo, ts: int, what: str) -> str:
+    """Why a typed stream stops: ``table`` has other columns from ``ts`` on (``what`` changed them)."""
+
+    def listed(info: TableInfo) -> str:
+        return ", ".join(f"{n} {t}" for n, t in column_signature(info))
+
+    return (
+        f"table {table.schema}.{table.table} changed its columns at commit_ts {ts} ({what}): the typed "
+        f"stream has ({listed(table)}), the table now ({listed(now)}). A typed stream keeps its columns: "
+        f"start a new query (a new checkpointLocation and data-dir) with option start-ts={ts}, or read "
+        "the untyped stream (leave out option table)"
+    )
+
+
 def _zero_error(info: TableInfo, col: ColumnInfo, v: Any) -> DecodeError:
     return DecodeError(
         f"{info.schema}.{info.table}.{col.name}: {v!r} is not a valid {col.type.upper()} for Spark (MySQL "

@@ -1,0 +1,158 @@
+"""The rows of the public change stream (``pipeline.dataframe``), decoded on executors as Arrow batches.
+
+``change_batches``: one row per row change (``CHANGE_SCHEMA``), whose ``before``/``after`` are
+VARIANTs of the images as canal-json renders them (``codec.canal_json.reference``: an object of
+column name → value string or null, the ``data``/``old`` objects of a canal-json message).
+``typed_batches``: one table's images as its Spark-typed columns (``pipeline.spark_types``).
+Both read a segment through ``pipeline.source.iter_segment_batches``, as every changefeed writer does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from pyspark.sql.types import LongType, StringType, StructField, StructType, VariantType, VariantVal
+
+from sparkcdc.errors import DecodeError, SchemaError
+from sparkcdc.model import RowChange, TableInfo
+from sparkcdc.pipeline.source import ARROW_BATCH_ROWS, BinlogPartition
+
+CHANGE_SCHEMA = StructType(
+    [
+        StructField("commit_ts", LongType(), False),
+        StructField("seq", LongType(), False),
+        StructField("op", StringType(), False),
+        StructField("schema", StringType(), False),
+        StructField("table", StringType(), False),
+        StructField("table_version", LongType(), False),
+        StructField("before", VariantType(), True),
+        StructField("after", VariantType(), True),
+    ]
+)
+"""The untyped stream: one row per row change; before is null for an INSERT, after for a DELETE."""
+
+OP_NAMES = {"I": "INSERT", "U": "UPDATE", "D": "DELETE"}
+"""RowChange.op → the stream's ``op`` (canal-json's ``type``)."""
+
+TIME_ZONE = "UTC"
+"""TIMESTAMP values are rendered in UTC (before/after); the typed stream carries the instant."""
+
+
+def _shape(rows: list[RowChange], info: TableInfo | None) -> TableInfo:
+    if info is None:  # the reader resolves a shape for every table map it decodes
+        first = rows[0]
+        raise DecodeError(
+            f"{first.schema}.{first.table}: rows at commit_ts {first.commit_ts} have no table shape"
+        )
+    return info
+
+
+def _arrow_schema(schema: StructType) -> Any:
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    return to_arrow_schema(schema, timezone="UTC")
+
+
+def change_batches(partition: BinlogPartition) -> Iterator[Any]:
+    """The untyped rows of a segment as Arrow batches (``CHANGE_SCHEMA``)."""
+    import pyarrow as pa
+
+    from sparkcdc.codec.canal_json.reference import TableLayout, column_tokens
+    from sparkcdc.pipeline.source import iter_segment_batches
+
+    schema = _arrow_schema(CHANGE_SCHEMA)
+    variant = schema.field("before").type
+    cols: list[list[Any]] = [[] for _ in range(6)]
+    images: list[list[Any]] = [[], []]
+    layouts: dict[int, tuple[TableInfo, Any]] = {}
+    """id(shape) → (the shape, kept so its id stays its own; its canal-json columns)."""
+
+    def image_variant(cells: Any, image: tuple[Any, ...] | None) -> tuple[bytes, bytes] | None:
+        if image is None:
+            return None
+        v = VariantVal.parseJson("{" + ",".join(column_tokens(cells, image)) + "}")
+        return v.value, v.metadata
+
+    def variants(values: list[tuple[bytes, bytes] | None]) -> Any:
+        return pa.StructArray.from_arrays(
+            [
+                pa.array([b"" if v is None else v[0] for v in values], pa.binary()),
+                pa.array([b"" if v is None else v[1] for v in values], pa.binary()),
+            ],
+            fields=list(variant),
+            mask=pa.array([v is None for v in values]),
+        )
+
+    def batch() -> Any:
+        arrays = [pa.array(c, f.type) for c, f in zip(cols, schema, strict=False)]
+        out = pa.RecordBatch.from_arrays([*arrays, variants(images[0]), variants(images[1])], schema=schema)
+        for c in (*cols, *images):
+            c.clear()
+        return out
+
+    for rows, info, _own in iter_segment_batches(partition):
+        info = _shape(rows, info)
+        layout = layouts.get(id(info))
+        if layout is None:
+            layout = layouts[id(info)] = (info, TableLayout(info, info.schema, info.table, False).cols)
+        cells = layout[1]
+        for ev in rows:
+            cols[0].append(ev.commit_ts)
+            cols[1].append(ev.seq)
+            cols[2].append(OP_NAMES[ev.op])
+            cols[3].append(ev.schema)
+            cols[4].append(ev.table)
+            cols[5].append(ev.table_version)
+            images[0].append(image_variant(cells, ev.before))
+            images[1].append(image_variant(cells, ev.after))
+        if len(cols[0]) >= ARROW_BATCH_ROWS:
+            yield batch()
+    if cols[0]:
+        yield batch()
+
+
+def typed_batches(partition: BinlogPartition, table: TableInfo) -> Iterator[Any]:
+    """One table's rows of a segment, typed, as Arrow batches (``spark_types.typed_schema``)."""
+
+    from sparkcdc.pipeline.source import iter_segment_batches
+    from sparkcdc.pipeline.spark_types import (
+        TypedRows,
+        changed_columns_message,
+        column_signature,
+        typed_schema,
+    )
+
+    schema = _arrow_schema(typed_schema(table))
+    signature = column_signature(table)
+    width = len(table.columns)
+    cols: list[list[Any]] = [[] for _ in range(width + 2)]
+    converters: dict[int, tuple[TableInfo, TypedRows]] = {}
+    for rows, info, _own in iter_segment_batches(partition):
+        info = _shape(rows, info)
+        conv = converters.get(id(info))
+        if conv is None:
+            if column_signature(info) != signature:
+                what = "the columns of its rows in the binlog"
+                raise SchemaError(changed_columns_message(table, info, rows[0].commit_ts, what))
+            conv = converters[id(info)] = (info, TypedRows(info, TIME_ZONE))
+        for i, values in enumerate(conv[1].columns([ev.image for ev in rows])):
+            cols[i].extend(values)
+        cols[width].extend(OP_NAMES[ev.op] for ev in rows)
+        cols[width + 1].extend(ev.commit_ts for ev in rows)
+        if len(cols[width]) >= ARROW_BATCH_ROWS:
+            yield _flush(schema, cols)
+    if cols[width]:
+        yield _flush(schema, cols)
+
+
+def _flush(schema: Any, cols: list[list[Any]]) -> Any:
+    """An Arrow batch of ``cols`` (emptied) in ``schema``."""
+    import pyarrow as pa
+
+    out = pa.RecordBatch.from_arrays(
+        [pa.array(c, f.type) for c, f in zip(cols, schema, strict=True)], schema=schema
+    )
+    for c in cols:
+        c.clear()
+    return out

@@ -333,3 +333,18 @@ def test_ten_thousand_random_documents_match_python_mysql_replication() -> None:
         oracle = oracle_parse_json(raw[0], raw[1:])
         assert _same(_from_text(text), oracle, doc), (i, doc, text, oracle)
     assert large_seen > 500
+
+
+def test_recorded_documents_still_decode_and_encode_the_same() -> None:
+    """tests/fixtures/mysql8/json_documents.jsonl pins the bytes of the spec encoder and the decoder's text."""
+    from pathlib import Path
+
+    from tests.unit.mysql8.record_fixtures import JSON_DOCUMENTS
+
+    path = Path(__file__).resolve().parents[2] / "fixtures" / "mysql8" / "json_documents.jsonl"
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    assert len(lines) == len(JSON_DOCUMENTS)
+    for rec, doc in zip(lines, JSON_DOCUMENTS, strict=True):
+        raw = bytes.fromhex(rec["hex"])
+        assert encode(doc) == raw
+        assert decode_json_binary(raw) == rec["text"]

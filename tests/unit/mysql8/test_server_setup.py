@@ -122,7 +122,11 @@ def test_good_mysql_setup_passes() -> None:
             "OFF",
             r"binary logging is off on upstream db:3306.*on by default in MySQL 8.*--skip-log-bin",
         ),
-        ("binlog_format", "MIXED", r"binlog_format is MIXED .*needs ROW; run SET PERSIST binlog_format=ROW\n"),
+        (
+            "binlog_format",
+            "MIXED",
+            r"binlog_format is MIXED .*needs ROW; run SET PERSIST binlog_format=ROW\n",
+        ),
         (
             "binlog_row_image",
             "MINIMAL",

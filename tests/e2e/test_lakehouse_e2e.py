@@ -292,5 +292,4 @@ def test_snapshot_stream_ddl_and_kill9_mid_commit(
         run2.stop()
     finished = time.monotonic() - t0
     print(f"{fmt}: snapshot done {started:.1f}s, killed {crashed:.1f}s, caught up {finished:.1f}s")
-    assert "already holds checkpoint-ts" in run2.output() or "skipped" in run2.output() or True
     _check(mariadb, schema, fmt, root, mode)

@@ -195,24 +195,47 @@ def test_restart_from_the_checkpoint_reads_the_same_changes(
 ) -> None:
     root: Path = stream_run["root"]
     ck = root / "ck-a"
-    batches = sorted(int(p.name) for p in (ck / "offsets").iterdir() if p.name.isdigit())
-    assert len(batches) >= 4, batches
-    keep = batches[len(batches) // 2]
-    for n in batches:
+
+    def batches() -> list[int]:
+        return sorted(int(p.name) for p in (ck / "offsets").iterdir() if p.name.isdigit())
+
+    def forget(n: int, *logs: str) -> None:
+        for log in logs:  # the log entry and its checksum
+            (ck / log / str(n)).unlink(missing_ok=True)
+            (ck / log / f".{n}.crc").unlink(missing_ok=True)
+
+    def end_of(n: int) -> dict[str, Any]:
+        end: dict[str, Any] = json.loads((ck / "offsets" / str(n)).read_text().splitlines()[-1])
+        return end
+
+    def rerun(out: Path) -> list[tuple[Any, ...]]:
+        job = _start(_source(spark, mariadb, root / "data-a", **stream_run["opts"]), ck, _parquet_job(out))
+        try:
+            job.processAllAvailable()
+        finally:
+            job.stop()
+        return _rows(spark, out)
+
+    # Spark forgot the second half of the batches (a lost checkpoint tail): they are planned anew.
+    logged = batches()
+    assert len(logged) >= 4, logged
+    keep = logged[len(logged) // 2]
+    for n in logged:
         if n > keep:
-            for log in ("offsets", "commits"):  # a batch Spark forgot: its log entry and checksum
-                (ck / log / str(n)).unlink(missing_ok=True)
-                (ck / log / f".{n}.crc").unlink(missing_ok=True)
-    resume_ts = json.loads((ck / "offsets" / str(keep)).read_text().splitlines()[-1])["ts"]
-    again = root / "changes-again"
-    job = _start(_source(spark, mariadb, root / "data-a", **stream_run["opts"]), ck, _parquet_job(again))
-    try:
-        job.processAllAvailable()
-    finally:
-        job.stop()
-    replayed = _rows(spark, again)
-    assert replayed, "nothing was read again"
-    assert replayed == [r for r in stream_run["rows"] if r[0] > resume_ts]
+            forget(n, "offsets", "commits")
+    resume_ts = end_of(keep)["ts"]
+    replanned = rerun(root / "changes-again")
+    assert replanned, "nothing was read again"
+    assert replanned == [r for r in stream_run["rows"] if r[0] > resume_ts]
+
+    # The last batch was planned but not committed (a crash inside it): Spark runs it again from its log.
+    last = batches()[-1]
+    assert end_of(last).get("segments"), "the workload ends with row changes"
+    forget(last, "commits")
+    first_ts, last_ts = end_of(last - 1)["ts"], end_of(last)["ts"]
+    rerun_rows = rerun(root / "changes-rerun")
+    assert rerun_rows, "the batch was not read again"
+    assert rerun_rows == [r for r in stream_run["rows"] if first_ts < r[0] <= last_ts]
 
     # The data dir belongs to its query: other options on it are refused before anything starts.
     from sparkcdc.pipeline.dataframe import SourceOptions, prepare
@@ -254,6 +277,8 @@ def test_typed_table_columns_and_a_ddl_that_changes_them(
     finally:
         conn.close()
 
+    with pytest.raises(Exception, match=r"unknown option\(s\) \['tabel'\]; the options are upstream-uri"):
+        _source(spark, mariadb, root / "data-t", tabel=f"{schema}.orders")
     df = _source(spark, mariadb, root / "data-t", table=f"{schema}.orders", start_ts=str(start_ts))
     assert df.columns == [
         "id", "amount", "big", "created", "paid", "day", "note", "raw", "flag", "tiny", "ratio", "kind", "doc",

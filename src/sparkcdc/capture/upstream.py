@@ -7,6 +7,7 @@ import logging
 import os
 import random
 import re
+import ssl
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
@@ -41,10 +42,19 @@ class UpstreamConfig:
     read_timeout: float = 60.0
     """Seconds a query waits for the server's answer (a port that accepts but never answers)."""
     uri: str = ""
+    ssl_mode: str = "preferred"
+    """TLS: disabled, preferred (TLS when the server offers it), required, verify-ca, verify-identity."""
+    ssl_ca: str = ""
+    ssl_cert: str = ""
+    ssl_key: str = ""
 
     @classmethod
     def from_uri(cls, uri: str) -> UpstreamConfig:
-        """Parse ``mysql://user:pass@host:port/?time-zone=UTC&connect-timeout=10s&read-timeout=60s``."""
+        """Parse ``mysql://user:pass@host:port/?time-zone=UTC&connect-timeout=10s&read-timeout=60s``.
+
+        TLS: ``ssl-mode`` (disabled | preferred, the default | required | verify-ca | verify-identity),
+        ``ssl-ca`` (a PEM file; implies verify-ca), ``ssl-cert`` and ``ssl-key`` (a client certificate).
+        """
         shape = "use mysql://user:password@host:port/ (percent-encode @ : / ? # in the password)"
         if unencoded_userinfo(uri):
             raise ConfigError(
@@ -85,6 +95,7 @@ class UpstreamConfig:
             connect_timeout=_timeout(params, "connect-timeout", 10.0),
             read_timeout=_timeout(params, "read-timeout", 60.0),
             uri=uri,
+            **_tls_params(params, redact_uri(uri)),
         )
 
     @property
@@ -106,6 +117,7 @@ class UpstreamConfig:
             write_timeout=self.read_timeout,
             init_command="SET time_zone = '+00:00'",
         )
+        params.update(self._tls())
         params.update(kw)
         # The handshake is bounded by the connect timeout (a port that accepts and never answers),
         # the queries afterwards by the read timeout.
@@ -115,6 +127,12 @@ class UpstreamConfig:
             conn = pymysql.connect(**params)
             conn._read_timeout = wanted
             return conn
+        except RuntimeError as exc:
+            # PyMySQL without the cryptography package cannot answer caching_sha2_password's RSA exchange.
+            raise UpstreamSetupError(
+                f"cannot log in to upstream {self.redacted} as {self.user!r}: {exc}; install the "
+                "'cryptography' package (a sparkcdc dependency) or connect over TLS (?ssl-mode=required)"
+            ) from exc
         except pymysql.err.OperationalError as exc:
             code = exc.args[0] if exc.args else 0
             if code == ER_ACCESS_DENIED:
@@ -122,13 +140,79 @@ class UpstreamConfig:
                     f"upstream {self.redacted} refused user {self.user!r}: {exc.args[1]}; "
                     "check the user and password in --upstream-uri"
                 ) from exc
+            if code in (CR_AUTH_PLUGIN_CANNOT_LOAD, CR_AUTH_PLUGIN_ERR, ER_NOT_SUPPORTED_AUTH_MODE):
+                raise UpstreamSetupError(
+                    f"upstream {self.redacted} could not authenticate {self.user!r}: {exc.args[-1]}; MySQL 8's "
+                    "caching_sha2_password needs TLS (?ssl-mode=required) or the server's RSA key pair "
+                    "(caching_sha2_password_auto_generate_rsa_keys=ON)"
+                ) from exc
+            if code == CR_SSL_CONNECTION_ERROR or isinstance(exc.__context__, ssl.SSLError):
+                raise UpstreamSetupError(
+                    f"TLS to upstream {self.host}:{self.port} failed (ssl-mode={self.ssl_mode}): {exc.args[-1]}; "
+                    "check ssl-ca/ssl-cert/ssl-key in --upstream-uri, that the server has TLS on, or lower ssl-mode"
+                ) from exc
             raise UpstreamUnavailable(
                 f"cannot connect to upstream {self.host}:{self.port}: {exc.args[-1]}; "
                 "check that the server is running and the host/port in --upstream-uri"
             ) from exc
 
+    def _tls(self) -> dict[str, Any]:
+        """PyMySQL's TLS arguments for ``ssl_mode``."""
+        if self.ssl_mode == "disabled":
+            return {"ssl_disabled": True}
+        if self.ssl_mode == "preferred" and not (self.ssl_cert or self.ssl_key):
+            return {}  # PyMySQL's default: TLS without verification when the server offers it
+        ctx = ssl.create_default_context(cafile=self.ssl_ca or None)
+        if self.ssl_mode in ("preferred", "required"):
+            ctx.check_hostname = False
+            ctx.verify_mode = ssl.CERT_NONE
+        else:
+            ctx.check_hostname = self.ssl_mode == "verify-identity"
+        if self.ssl_cert:
+            ctx.load_cert_chain(self.ssl_cert, self.ssl_key or None)
+        return {"ssl": ctx}
 
-UPSTREAM_PARAMS = ("time-zone", "connect-timeout", "read-timeout")
+
+UPSTREAM_PARAMS = (
+    "time-zone",
+    "connect-timeout",
+    "read-timeout",
+    "ssl-mode",
+    "ssl-ca",
+    "ssl-cert",
+    "ssl-key",
+)
+SSL_MODES = ("disabled", "preferred", "required", "verify-ca", "verify-identity")
+CR_SSL_CONNECTION_ERROR = 2026
+CR_AUTH_PLUGIN_CANNOT_LOAD = 2059
+CR_AUTH_PLUGIN_ERR = 2061
+ER_NOT_SUPPORTED_AUTH_MODE = 1251
+
+
+def _tls_params(params: dict[str, str], shown: str) -> dict[str, str]:
+    """The TLS fields of an upstream URI, checked: a known mode, readable files, a CA for verify-*."""
+    ca, cert, key = params.get("ssl-ca", ""), params.get("ssl-cert", ""), params.get("ssl-key", "")
+    mode = params.get("ssl-mode", "verify-ca" if ca else "preferred").lower()
+    if mode not in SSL_MODES:
+        raise ConfigError(
+            f"invalid ssl-mode {params.get('ssl-mode')!r} in upstream URI {shown!r}; use one of {', '.join(SSL_MODES)}"
+        )
+    if mode in ("verify-ca", "verify-identity") and not ca:
+        raise ConfigError(
+            f"ssl-mode={mode} in upstream URI {shown!r} needs ssl-ca=<PEM file of the server's CA>"
+        )
+    if mode == "disabled" and (ca or cert or key):
+        raise ConfigError(
+            f"upstream URI {shown!r} sets ssl-mode=disabled together with ssl-ca/ssl-cert/ssl-key"
+        )
+    if bool(cert) != bool(key):
+        raise ConfigError(
+            f"upstream URI {shown!r} needs ssl-cert and ssl-key together (a client certificate)"
+        )
+    for name, path in (("ssl-ca", ca), ("ssl-cert", cert), ("ssl-key", key)):
+        if path and not os.path.isfile(path):
+            raise ConfigError(f"{name} file {path!r} in upstream URI {shown!r} does not exist")
+    return {"ssl_mode": mode, "ssl_ca": ca, "ssl_cert": cert, "ssl_key": key}
 
 
 def _timeout(params: dict[str, str], key: str, default: float) -> float:

@@ -33,9 +33,9 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from storage.run import run_pymysqlreplication, write_workload  # noqa: E402
+from storage.run import run_pymysqlreplication, write_workload
 
-from sparkcdc.sink.lakehouse.sink import LakehouseSink  # noqa: E402
+from sparkcdc.sink.lakehouse.sink import LakehouseSink
 
 COMMIT_SECONDS: list[float] = []
 """Driver time in ``commit`` of the sink under test (this process is the driver)."""

@@ -49,6 +49,10 @@ def _setup(db: LocalMariaDB, schema: str, tmp_path: Path) -> tuple[int, str, Pat
     return start_ts, f"file://{tmp_path / 'sink'}?protocol=csv", config
 
 
+RUN_STUCK_SECONDS = 15
+"""`sparkcdc run --error-stuck-seconds`: passing errors without progress for this long end the run."""
+
+
 def test_upstream_restart_then_long_outage_resumes_from_checkpoint(
     upstream: LocalMariaDB, replica: LocalMariaDB, tmp_path: Path
 ) -> None:
@@ -57,7 +61,10 @@ def test_upstream_restart_then_long_outage_resumes_from_checkpoint(
     start_ts, sink_uri, config = _setup(upstream, schema, tmp_path)
     data_dir = tmp_path / "data"
     args = run_args(upstream, sink_uri, data_dir, cf, "--config", str(config))
-    run = CliProcess([*args, "--start-ts", str(start_ts)], tmp_path / "run1.log")
+    run = CliProcess(
+        [*args, "--start-ts", str(start_ts), "--error-stuck-seconds", str(RUN_STUCK_SECONDS)],
+        tmp_path / "run1.log",
+    )
     try:
         run.wait_started(timeout=240)
         mixed_rounds(upstream, schema, 1, 30)
@@ -69,14 +76,18 @@ def test_upstream_restart_then_long_outage_resumes_from_checkpoint(
         assert _binlogs(upstream)[-1] not in files_before
         wait_checkpoint(run, data_dir, cf, tso(upstream.uri), 180, "the stream after the restart")
 
-        # Down for longer than a retry: the run keeps retrying with a warning, it does not give up
-        # (`sparkcdc run` has no retry window), so it is stopped; a rerun while the upstream is
-        # still down fails at once with an error that names the upstream.
+        # Down for longer than the retry window: the run retries with warnings, then exits with
+        # the error; a rerun while the upstream is still down fails at once naming the upstream.
         before_outage = checkpoint(data_dir, cf)
         stop_process(upstream.proc, grace=30)
         upstream.proc = None
+        down_at = time.monotonic()
         wait_for(lambda: "warning: [CDC:ErrUpstreamUnavailable]" in run.output(), 120, "a retry warning")
-        assert run.proc.poll() is None, run.output()[-4000:]
+        rc = run.wait(timeout=RUN_STUCK_SECONDS + 120)
+        out = run.output()
+        assert rc != 0 and time.monotonic() - down_at >= RUN_STUCK_SECONDS, out[-4000:]
+        assert "Error: [CDC:ErrUpstreamUnavailable] errors for" in out, out[-4000:]
+        assert "--error-stuck-seconds" in out and "Traceback" not in out, out[-4000:]
     finally:
         run.stop(signal.SIGTERM)
     assert checkpoint(data_dir, cf)["checkpoint_ts"] == before_outage["checkpoint_ts"]

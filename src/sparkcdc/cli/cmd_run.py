@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import os
 import re
 import signal
@@ -18,6 +19,7 @@ from sparkcdc.config.uri import scrub_secrets
 from sparkcdc.errors import (
     MAX_UNCLASSIFIED_RETRIES,
     ConfigError,
+    PermanentError,
     SparkCdcError,
     UnclassifiedError,
     map_spark_error,
@@ -63,6 +65,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--no-progress", action="store_true", help="do not print the live progress line")
     p.add_argument(
+        "--error-stuck-seconds",
+        type=float,
+        default=1800.0,
+        help="exit with the error when passing faults (upstream or sink down) last this long without "
+        "progress (default %(default)s; the server's flag of the same name)",
+    )
+    p.add_argument(
         "--metrics-listen",
         metavar="HOST:PORT",
         help="serve Prometheus metrics at http://HOST:PORT/metrics while the changefeed runs",
@@ -96,6 +105,9 @@ def build_spec(args: argparse.Namespace) -> ChangefeedSpec:
         except ConfigError as err:
             raise ConfigError(err.message.replace("--spark-master", "--master", 1)) from None
     check_trigger_interval(args.trigger_interval)
+    stuck = args.error_stuck_seconds
+    if not math.isfinite(stuck) or stuck < 1:
+        raise ConfigError(f"invalid --error-stuck-seconds {stuck}: must be a number of seconds, at least 1")
     from sparkcdc.cli.cmd_server import parse_spark_conf
 
     parse_spark_conf(args.spark_conf)
@@ -241,6 +253,8 @@ class _Run:
         self.backoff = 1.0
         self.unclassified = 0
         """Restarts in a row, without progress, after errors sparkcdc does not recognise."""
+        self.first_error_at: float | None = None
+        """When the errors since the last progress began (``--error-stuck-seconds`` counts from it)."""
 
     def say(self, message: str, *, last: bool = False) -> None:
         """A lifecycle message: a log record in JSON mode, else a line on stderr (above a live bar).
@@ -264,7 +278,16 @@ class _Run:
 
     def retry_later(self, err: SparkCdcError) -> None:
         """Raise the error the changefeed fails with, or wait the backoff before it restarts."""
+        now = time.monotonic()
+        if self.first_error_at is None:
+            self.first_error_at = now
         verdict = retry_verdict(err, self.unclassified)
+        if verdict is None and now - self.first_error_at >= self.args.error_stuck_seconds:
+            verdict = PermanentError(
+                f"errors for {now - self.first_error_at:.0f}s without progress (--error-stuck-seconds); "
+                f"last: {err.message}",
+                code=err.code,
+            )
         if self.metrics is not None:
             self.metrics.record_error("default", self.cid, err.code, retried=verdict is None)
         if verdict is err:
@@ -376,6 +399,7 @@ def run(args: argparse.Namespace) -> int:
                 return 1
             if running.batches:
                 out.unclassified = 0  # it made progress: the earlier failures are over
+                out.first_error_at = None
             # A passing fault (upstream restart, sink down) resumes from the checkpoint after a pause.
             out.retry_later(failure)
     finally:

@@ -4,7 +4,7 @@ One module-scoped story on the e2e Spark session:
 
 1. the workload of ``workload.run_workload`` runs after a start-ts; a user job writes the
    untyped stream with ``foreachBatch`` into a parquet table while a second query counts the
-   changes by table and op. Replaying the parquet table's after images in (commit_ts, seq)
+   changes by table and op (``trigger(availableNow=True)``: it finishes by itself). Replaying the parquet table's after images in (commit_ts, seq)
    order gives every table's rows as the upstream has them; inserts minus deletes per table
    are its row count; the aggregation agrees with the parquet table.
 2. The parquet job restarts from its Spark checkpoint with its last batches forgotten: the
@@ -146,11 +146,12 @@ def stream_run(spark: Any, mariadb: LocalMariaDB, tmp_path_factory: pytest.TempP
         .format("memory")
         .queryName("changes_by_table_op")
         .option("checkpointLocation", str(root / "ck-b"))
+        .trigger(availableNow=True)  # reads what the binlog holds when it starts, then finishes
         .start()
     )
     try:
         job.processAllAvailable()
-        agg.processAllAvailable()
+        assert agg.awaitTermination(120), "the availableNow aggregation did not finish"
     finally:
         job.stop()
         agg.stop()

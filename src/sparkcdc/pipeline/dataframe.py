@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pyspark.sql.datasource import DataSource, InputPartition
+from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
 from pyspark.sql.types import StructType
 
 from sparkcdc.errors import ConfigError, SchemaError
@@ -207,7 +208,7 @@ def prepare(opts: SourceOptions) -> tuple[dict[str, Any], dict[str, Any] | None]
     return spec.to_json(), info.to_dict()
 
 
-class ChangeStreamReader(BinlogStreamReader):
+class ChangeStreamReader(BinlogStreamReader, SupportsTriggerAvailableNow):
     """The changefeed's stream reader with the public rows: variant images, or one table typed."""
 
     def __init__(self, spec: dict[str, Any], table: dict[str, Any] | None) -> None:
@@ -224,6 +225,16 @@ class ChangeStreamReader(BinlogStreamReader):
         if plan.is_ddl:
             self._check_ddls(plan.ddls)
         return plan.end_json()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        """``trigger(availableNow=True)``: read what the binlog holds now, then finish.
+
+        The planner's target-ts becomes the chain state at the binlog head (``tso query``): every
+        transaction committed later has a larger commit_ts, and none is planned.
+        """
+        from sparkcdc.capture.start import query_tso
+
+        self.planner.spec.target_ts = query_tso(self.planner.up)
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[BinlogPartition]:
         """The changefeed's segments; a DDL batch from the offset log is checked again."""

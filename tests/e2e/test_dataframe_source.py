@@ -343,4 +343,15 @@ def test_typed_table_columns_and_a_ddl_that_changes_them(
     text = str(failed.value)
     assert f"table {schema}.orders changed its columns at commit_ts" in text, text
     assert "extra int" in text and "option start-ts=" in text, text
+
+    # A new typed query from the same start-ts takes the columns the table has now (with extra):
+    # the rows written before the ADD COLUMN have others, and it says so.
+    late = _source(spark, mariadb, root / "data-t2", table=f"{schema}.orders", start_ts=str(start_ts))
+    assert late.columns[-3:] == ["extra", "_op", "_commit_ts"]
+    job = _start(late, root / "ck-t2", _parquet_job(root / "typed2"))
+    with pytest.raises(Exception) as failed:
+        job.processAllAvailable()
+    job.stop()
+    assert f"rows of {schema}.orders at commit_ts" in str(failed.value), failed.value
+    assert "a start-ts after that DDL" in str(failed.value), failed.value
     shutil.rmtree(root / "data-t")

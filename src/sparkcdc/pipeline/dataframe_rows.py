@@ -118,8 +118,8 @@ def typed_batches(partition: BinlogPartition, table: TableInfo) -> Iterator[Any]
     from sparkcdc.pipeline.source import iter_segment_batches
     from sparkcdc.pipeline.spark_types import (
         TypedRows,
-        changed_columns_message,
         column_signature,
+        older_rows_message,
         typed_schema,
     )
 
@@ -133,8 +133,7 @@ def typed_batches(partition: BinlogPartition, table: TableInfo) -> Iterator[Any]
         conv = converters.get(id(info))
         if conv is None:
             if column_signature(info) != signature:
-                what = "the columns of its rows in the binlog"
-                raise SchemaError(changed_columns_message(table, info, rows[0].commit_ts, what))
+                raise SchemaError(older_rows_message(table, info, rows[0].commit_ts))
             conv = converters[id(info)] = (info, TypedRows(info, TIME_ZONE))
         for i, values in enumerate(conv[1].columns([ev.image for ev in rows])):
             cols[i].extend(values)

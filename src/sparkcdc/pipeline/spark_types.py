@@ -136,6 +136,21 @@ def changed_columns_message(table: TableInfo, now: TableInfo, ts: int, what: str
     )
 
 
+def older_rows_message(table: TableInfo, rows: TableInfo, ts: int) -> str:
+    """Why a typed stream stops at rows written with other columns than the ones it took at its first start."""
+
+    def listed(info: TableInfo) -> str:
+        return ", ".join(f"{n} {t}" for n, t in column_signature(info))
+
+    return (
+        f"rows of {table.schema}.{table.table} at commit_ts {ts} have the columns ({listed(rows)}), the "
+        f"typed stream ({listed(table)}): its start-ts lies before a DDL that changed the table, and a typed "
+        "stream has the columns the table had when the query first started. Start a new query (a new "
+        "checkpointLocation and data-dir) with a start-ts after that DDL, or read the untyped stream "
+        "(leave out option table)"
+    )
+
+
 def _zero_error(info: TableInfo, col: ColumnInfo, v: Any) -> DecodeError:
     return DecodeError(
         f"{info.schema}.{info.table}.{col.name}: {v!r} is not a valid {col.type.upper()} for Spark (MySQL "

@@ -140,8 +140,12 @@ def read_packed(buf: bytes, pos: int) -> tuple[int, int]:
     return int.from_bytes(buf[pos + 1 : pos + 9], "little"), pos + 9
 
 
-def parse_table_map(body: bytes) -> TableMap:
-    """Decode a TABLE_MAP event body (checksum already stripped)."""
+def parse_table_map(body: bytes, *, mariadb: bool = True) -> TableMap:
+    """Decode a TABLE_MAP event body (checksum already stripped).
+
+    ``mariadb``: the binlog was written by MariaDB, which counts GEOMETRY columns among the
+    character columns of the charset metadata; MySQL does not.
+    """
     table_id = int.from_bytes(body[0:6], "little")
     pos = 8
     slen = body[pos]
@@ -194,15 +198,16 @@ def parse_table_map(body: bytes) -> TableMap:
     pos += nbytes
     nullable = [bool(nullbits >> i & 1) for i in range(ncol)]
     tm = TableMap(table_id, schema, table, types, meta, nullable, real_types=real_types)
-    _parse_optional_metadata(tm, body, pos)
+    _parse_optional_metadata(tm, body, pos, mariadb)
     return tm
 
 
-def _parse_optional_metadata(tm: TableMap, body: bytes, pos: int) -> None:
+def _parse_optional_metadata(tm: TableMap, body: bytes, pos: int, mariadb: bool = True) -> None:
     ncol = tm.column_count
     real = tm.real_types
     numeric_idx = [i for i in range(ncol) if real[i] in NUMERIC_TYPES]
-    char_idx = [i for i in range(ncol) if real[i] in CHARACTER_TYPES]
+    char_types = CHARACTER_TYPES if mariadb else CHARACTER_TYPES - {T_GEOMETRY}
+    char_idx = [i for i in range(ncol) if real[i] in char_types]
     enumset_idx = [i for i in range(ncol) if real[i] in (T_ENUM, T_SET)]
     enum_idx = [i for i in range(ncol) if real[i] == T_ENUM]
     set_idx = [i for i in range(ncol) if real[i] == T_SET]

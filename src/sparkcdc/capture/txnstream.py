@@ -100,6 +100,8 @@ class TxnStream:
         self._in_txn = False
         self._standalone = False
         self._txn_start = 0
+        self._mariadb = True
+        """Whether a MariaDB server wrote the binlog (from the format description event)."""
 
     def offset(self) -> Offset:
         """The current boundary (valid between transactions)."""
@@ -147,7 +149,7 @@ class TxnStream:
                 yield from self._handle(inner)
             return
         if t == P.TABLE_MAP_EVENT:
-            yield TableMapItem(parse_table_map(ev.body))
+            yield TableMapItem(parse_table_map(ev.body, mariadb=self._mariadb))
             self._advance(ev)
             return
         if t == P.XID_EVENT:
@@ -194,6 +196,8 @@ class TxnStream:
                 self._new_file = True
             return
         if t == P.FORMAT_DESCRIPTION_EVENT:
+            # binlog version (2 bytes), then the server version (50 bytes): who wrote this binlog
+            self._mariadb = b"MariaDB" in ev.body[2:52]
             # A file's own FDE (real or resent at dump start) fixes the chain at its start; a
             # chain carried over from the previous file (same-second rotation) is never lowered.
             if self.pos <= 4 or getattr(self, "_new_file", False):

@@ -227,6 +227,12 @@ class WorkingTable:
             for ix in self.indexes
             if not (ix.generated_fk and [c.lower() for c in ix.columns] == lc[: len(ix.columns)])
         ]
+        if idef.functional:
+            # MySQL 8 functional key parts index expressions (hidden columns no row image shows):
+            # recorded under its name, never a key of the rows' identity.
+            name = idef.name if idef.name is not None else self.unique_index_name("functional_index")
+            self.indexes.append(_Idx(name, cols, False, False, True))
+            return
         name = idef.name if idef.name is not None else self.unique_index_name(cols[0])
         unique = idef.kind == "unique"
         long_hash = unique and (idef.using_hash or text_no_prefix or nbytes > MAX_KEY_BYTES)

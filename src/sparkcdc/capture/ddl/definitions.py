@@ -136,8 +136,7 @@ class DefinitionParser(TokenCursor):
         if kind != "primary" and not self.is_op("(") and not self.is_kw("USING"):
             name = self.ident("an index name")
         using_hash = self.skip_index_type()
-        parts, uh = self.index_parts()
-        using_hash = using_hash or uh
+        parts, functional = self.index_parts()
         if kind == "foreign":
             self.skip_references()
             return IndexDef(kind, name or constraint, parts, False, ine)
@@ -146,7 +145,7 @@ class DefinitionParser(TokenCursor):
             name = "PRIMARY"
         elif name is None:
             name = constraint
-        return IndexDef(kind, name, parts, using_hash, ine)
+        return IndexDef(kind, name, parts, using_hash, ine, functional)
 
     def skip_index_type(self) -> bool:
         using_hash = False
@@ -156,11 +155,20 @@ class DefinitionParser(TokenCursor):
         return using_hash
 
     def index_parts(self) -> tuple[list[tuple[str, int | None]], bool]:
+        """The column parts of a key part list, and whether it has functional parts (MySQL 8's
+        ``((expr))``, skipped: they name no column)."""
         self.expect_op("(")
         parts: list[tuple[str, int | None]] = []
+        functional = False
         while True:
             if self.is_op("("):
-                raise self.error("functional index parts are not supported")
+                self.skip_parens()
+                functional = True
+                self.accept_kw("ASC") or self.accept_kw("DESC")
+                if self.accept_op(","):
+                    continue
+                self.expect_op(")")
+                break
             col = self.ident("an index column")
             length: int | None = None
             if self.accept_op("("):
@@ -172,7 +180,7 @@ class DefinitionParser(TokenCursor):
                 continue
             self.expect_op(")")
             break
-        return parts, False
+        return parts, functional
 
     def index_tail(self) -> bool:
         """Index options after the column list; True when USING HASH is among them."""

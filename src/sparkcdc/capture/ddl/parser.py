@@ -126,15 +126,15 @@ class _Parser(DefinitionParser):
             self.skip_index_type()
             self.expect_kw("ON")
             table = self.table_name()
-            parts, using_hash = self.index_parts()
+            parts, functional = self.index_parts()
             kind: Literal["unique", "key", "fulltext", "spatial"] = {
                 "UNIQUE": "unique",
                 "FULLTEXT": "fulltext",
                 "SPATIAL": "spatial",
                 None: "key",
             }[unique_kind]  # type: ignore[assignment]
-            using_hash = self.index_tail() or using_hash
-            return CreateIndex(table, IndexDef(kind, name, parts, using_hash, ine))
+            using_hash = self.index_tail()
+            return CreateIndex(table, IndexDef(kind, name, parts, using_hash, ine, functional))
         if w == "VIEW":
             self.i += 1
             self.accept_if_not_exists()

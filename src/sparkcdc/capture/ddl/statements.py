@@ -70,6 +70,9 @@ class IndexDef:
     parts: list[tuple[str, int | None]]
     using_hash: bool = False
     if_not_exists: bool = False
+    functional: bool = False
+    """Some key parts are expressions (MySQL 8 functional index): ``parts`` lists only the columns,
+    and the index is no key of the rows' identity."""
 
 
 @dataclass(slots=True)

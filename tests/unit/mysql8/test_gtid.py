@@ -109,3 +109,15 @@ def test_dump_gtid_command_layout() -> None:
 def test_gtid_event_text() -> None:
     body = b"\x01" + uuid.UUID(A).bytes + struct.pack("<q", 42) + b"\x02" + b"\x00" * 16
     assert parse_mysql_gtid_event(body) == f"{A}:42"
+
+
+def test_a_mariadb_position_on_mysql_is_refused_with_the_mysql_shape() -> None:
+    from sparkcdc.capture.start import offset_for_gtid
+    from tests.unit.mysql8.fake_server import FakeMySQL8
+
+    with FakeMySQL8(b"pw") as srv:
+        up = UpstreamConfig.from_uri(f"mysql://cdc:pw@127.0.0.1:{srv.port}/")
+        with pytest.raises(
+            ConfigError, match=r"'0-1-5' is a MariaDB GTID position but upstream .* is MySQL 8\.4\.3"
+        ):
+            offset_for_gtid(up, "0-1-5")

@@ -114,44 +114,40 @@ def change_batches(partition: BinlogPartition) -> Iterator[Any]:
 
 def typed_batches(partition: BinlogPartition, table: TableInfo) -> Iterator[Any]:
     """One table's rows of a segment, typed, as Arrow batches (``spark_types.typed_schema``)."""
+    import pyarrow as pa
 
     from sparkcdc.pipeline.source import iter_segment_batches
     from sparkcdc.pipeline.spark_types import (
-        TypedRows,
         column_signature,
         older_rows_message,
+        typed_columns,
         typed_schema,
     )
 
     schema = _arrow_schema(typed_schema(table))
     signature = column_signature(table)
-    width = len(table.columns)
-    cols: list[list[Any]] = [[] for _ in range(width + 2)]
-    converters: dict[int, tuple[TableInfo, TypedRows]] = {}
+    chunks: list[list[Any]] = [[] for _ in schema]
+    pending = 0
+    checked: dict[int, TableInfo] = {}
+    """id(shape) → the shape (kept so its id stays its own) of rows whose columns are the stream's."""
+
+    def flush() -> Any:
+        out = pa.RecordBatch.from_arrays([pa.concat_arrays(c) for c in chunks], schema=schema)
+        for c in chunks:
+            c.clear()
+        return out
+
     for rows, info, _own in iter_segment_batches(partition):
         info = _shape(rows, info)
-        conv = converters.get(id(info))
-        if conv is None:
+        if id(info) not in checked:
             if column_signature(info) != signature:
                 raise SchemaError(older_rows_message(table, info, rows[0].commit_ts))
-            conv = converters[id(info)] = (info, TypedRows(info, TIME_ZONE))
-        for i, values in enumerate(conv[1].columns([ev.image for ev in rows])):
-            cols[i].extend(values)
-        cols[width].extend(OP_NAMES[ev.op] for ev in rows)
-        cols[width + 1].extend(ev.commit_ts for ev in rows)
-        if len(cols[width]) >= ARROW_BATCH_ROWS:
-            yield _flush(schema, cols)
-    if cols[width]:
-        yield _flush(schema, cols)
-
-
-def _flush(schema: Any, cols: list[list[Any]]) -> Any:
-    """An Arrow batch of ``cols`` (emptied) in ``schema``."""
-    import pyarrow as pa
-
-    out = pa.RecordBatch.from_arrays(
-        [pa.array(c, f.type) for c, f in zip(cols, schema, strict=True)], schema=schema
-    )
-    for c in cols:
-        c.clear()
-    return out
+            checked[id(info)] = info
+        for chunk, array in zip(chunks, typed_columns(info, rows, schema, OP_NAMES, TIME_ZONE), strict=True):
+            chunk.append(array)
+        pending += len(rows)
+        if pending >= ARROW_BATCH_ROWS:
+            yield flush()
+            pending = 0
+    if pending:
+        yield flush()

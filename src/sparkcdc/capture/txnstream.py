@@ -219,13 +219,18 @@ def _fde_created(ev: RawEvent) -> int:
 
 
 def first_event_info(stream: BinlogStream) -> dict[str, Any]:
-    """Facts from the start of a binlog file: FDE time and the GTID list before it."""
+    """Facts from the start of a binlog file: FDE time and the size of the GTID list before it
+    (MariaDB's GTID_LIST domains, MySQL's PREVIOUS_GTIDS server UUIDs)."""
     info: dict[str, Any] = {"fde_ts": None, "gtid_list_count": None}
     for ev in stream.events():
         if ev.type == P.FORMAT_DESCRIPTION_EVENT:
             info["fde_ts"] = _fde_created(ev)
         elif ev.type == P.MARIA_GTID_LIST:
             info["gtid_list_count"] = struct.unpack_from("<I", ev.body, 0)[0] & 0x0FFFFFFF
+            break
+        elif ev.type == P.PREVIOUS_GTIDS_EVENT:
+            # MySQL: the server UUIDs with transactions before this file (none: nothing was purged)
+            info["gtid_list_count"] = struct.unpack_from("<Q", ev.body, 0)[0] if len(ev.body) >= 8 else 0
             break
         elif ev.type in (P.MARIA_GTID_EVENT, P.MYSQL_GTID_EVENT, P.ANONYMOUS_GTID_EVENT, P.QUERY_EVENT):
             break

@@ -100,3 +100,14 @@ def test_the_format_description_tells_whose_table_maps_follow() -> None:
         items = list(TxnStream(_Stream([_fde(version), tm_event]), Offset("binlog.000001", 4, 0)).items())  # type: ignore[arg-type]
         maps = [i.tm for i in items if isinstance(i, TableMapItem)]
         assert maps[0].charsets == expect, version
+
+
+def test_previous_gtids_tell_a_mysql_file_has_history() -> None:
+    from sparkcdc.capture.txnstream import first_event_info
+
+    sid = bytes(range(16))
+    one = struct.pack("<Q", 1) + sid + struct.pack("<Q", 1) + struct.pack("<QQ", 1, 101)
+    for body, count in ((struct.pack("<Q", 0), 0), (one, 1)):
+        prev = RawEvent(1_700_000_000, P.PREVIOUS_GTIDS_EVENT, 1, 19 + len(body), 200, 0, body)
+        info = first_event_info(_Stream([_fde("8.4.3"), prev]))  # type: ignore[arg-type]
+        assert info == {"fde_ts": 1_700_000_000, "gtid_list_count": count}

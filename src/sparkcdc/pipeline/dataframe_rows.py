@@ -1,7 +1,7 @@
 """The rows of the public change stream (``pipeline.dataframe``), decoded on executors as Arrow batches.
 
 ``change_batches``: one row per row change (``CHANGE_SCHEMA``), whose ``before``/``after`` are
-VARIANTs of the images as canal-json renders them (``codec.canal_json.reference``: an object of
+VARIANTs of the images as canal-json renders them (``pipeline.variant_images``: an object of
 column name → value string or null, the ``data``/``old`` objects of a canal-json message).
 ``typed_batches``: one table's images as its Spark-typed columns (``pipeline.spark_types``).
 Both read a segment through ``pipeline.source.iter_segment_batches``, as every changefeed writer does.
@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from pyspark.sql.types import LongType, StringType, StructField, StructType, VariantType, VariantVal
+from pyspark.sql.types import LongType, StringType, StructField, StructType, VariantType
 
 from sparkcdc.errors import DecodeError, SchemaError
 from sparkcdc.model import RowChange, TableInfo
@@ -58,21 +58,18 @@ def change_batches(partition: BinlogPartition) -> Iterator[Any]:
     """The untyped rows of a segment as Arrow batches (``CHANGE_SCHEMA``)."""
     import pyarrow as pa
 
-    from sparkcdc.codec.canal_json.reference import TableLayout, column_tokens
     from sparkcdc.pipeline.source import iter_segment_batches
+    from sparkcdc.pipeline.variant_images import ImageVariants
 
     schema = _arrow_schema(CHANGE_SCHEMA)
     variant = schema.field("before").type
     cols: list[list[Any]] = [[] for _ in range(6)]
     images: list[list[Any]] = [[], []]
-    layouts: dict[int, tuple[TableInfo, Any]] = {}
-    """id(shape) → (the shape, kept so its id stays its own; its canal-json columns)."""
+    encoders: dict[int, ImageVariants] = {}
+    """id(shape) → its variant writer (which keeps the shape, so the id stays its own)."""
 
-    def image_variant(cells: Any, image: tuple[Any, ...] | None) -> tuple[bytes, bytes] | None:
-        if image is None:
-            return None
-        v = VariantVal.parseJson("{" + ",".join(column_tokens(cells, image)) + "}")
-        return v.value, v.metadata
+    def image_variant(enc: ImageVariants, image: tuple[Any, ...] | None) -> tuple[bytes, bytes] | None:
+        return None if image is None else (enc.value(image), enc.metadata)
 
     def variants(values: list[tuple[bytes, bytes] | None]) -> Any:
         return pa.StructArray.from_arrays(
@@ -93,10 +90,9 @@ def change_batches(partition: BinlogPartition) -> Iterator[Any]:
 
     for rows, info, _own in iter_segment_batches(partition):
         info = _shape(rows, info)
-        layout = layouts.get(id(info))
-        if layout is None:
-            layout = layouts[id(info)] = (info, TableLayout(info, info.schema, info.table, False).cols)
-        cells = layout[1]
+        enc = encoders.get(id(info))
+        if enc is None:
+            enc = encoders[id(info)] = ImageVariants(info)
         for ev in rows:
             cols[0].append(ev.commit_ts)
             cols[1].append(ev.seq)
@@ -104,8 +100,8 @@ def change_batches(partition: BinlogPartition) -> Iterator[Any]:
             cols[3].append(ev.schema)
             cols[4].append(ev.table)
             cols[5].append(ev.table_version)
-            images[0].append(image_variant(cells, ev.before))
-            images[1].append(image_variant(cells, ev.after))
+            images[0].append(image_variant(enc, ev.before))
+            images[1].append(image_variant(enc, ev.after))
         if len(cols[0]) >= ARROW_BATCH_ROWS:
             yield batch()
     if cols[0]:

@@ -14,6 +14,7 @@
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -43,7 +44,7 @@ enum {
     K_ENUM,      /* a = bytes, obj = tuple of names */
     K_SET,       /* a = bytes, obj = tuple of names */
     K_STRING,    /* a = length bytes (1-4), b = pad to (BINARY(n)) or 0, obj = codec name or None (bytes) */
-    K_JSON,      /* MySQL binary JSON: a = length bytes (1-4), obj = decoder callable (bytes -> value) */
+    K_JSON,      /* MySQL binary JSON: a = length bytes (1-4), obj = (opaque_text, error class) */
     K_LAST
 };
 
@@ -542,6 +543,421 @@ static PyObject *decode_text(const Col *c, const unsigned char *p, Py_ssize_t n)
     }
 }
 
+
+/* ------------------------------------------------------------------------------------------
+ * MySQL binary JSON (K_JSON): the document printed as MySQL prints it. The reference is
+ * capture/jsonbinary.py (decode_json_binary): same traversal, same bounds checks, same text,
+ * doubles by the same my_gcvt rule (j_double); opaque values (DECIMAL, temporal, base64: rare)
+ * are printed by its opaque_text (obj = the tuple (opaque_text, JsonBinaryError)).
+ * ---------------------------------------------------------------------------------------- */
+
+typedef struct {
+    char *buf;
+    Py_ssize_t len;
+    Py_ssize_t cap;
+} JOut;
+
+static int jout_put(JOut *o, const char *s, Py_ssize_t n)
+{
+    if (o->len + n > o->cap) {
+        Py_ssize_t cap = o->cap ? o->cap : 256;
+        char *nb;
+        while (cap < o->len + n)
+            cap *= 2;
+        nb = PyMem_Realloc(o->buf, (size_t)cap);
+        if (nb == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        o->buf = nb;
+        o->cap = cap;
+    }
+    memcpy(o->buf + o->len, s, (size_t)n);
+    o->len += n;
+    return 0;
+}
+
+static int jout_str(JOut *o, const char *s) { return jout_put(o, s, (Py_ssize_t)strlen(s)); }
+
+/* Append a Python str returned by a helper (its UTF-8 bytes, surrogate escapes turned back into bytes). */
+static int jout_pystr(JOut *o, PyObject *text)
+{
+    PyObject *b;
+    int r;
+    if (text == NULL)
+        return -1;
+    b = PyUnicode_AsEncodedString(text, "utf-8", "surrogateescape");
+    Py_DECREF(text);
+    if (b == NULL)
+        return -1;
+    r = jout_put(o, PyBytes_AS_STRING(b), PyBytes_GET_SIZE(b));
+    Py_DECREF(b);
+    return r;
+}
+
+/* A JSON string literal: only controls, '"' and '\\' escaped (MySQL's double_quote). */
+static int jout_quoted(JOut *o, const unsigned char *s, Py_ssize_t n)
+{
+    static const char hex[] = "0123456789abcdef";
+    Py_ssize_t i, run = 0;
+    if (jout_put(o, "\"", 1) < 0)
+        return -1;
+    for (i = 0; i < n; i++) {
+        unsigned char c = s[i];
+        char esc[7];
+        Py_ssize_t k = 2;
+        if (c > 0x1f && c != '"' && c != '\\')
+            continue;
+        if (jout_put(o, (const char *)s + run, i - run) < 0)
+            return -1;
+        run = i + 1;
+        esc[0] = '\\';
+        switch (c) {
+        case '\b': esc[1] = 'b'; break;
+        case '\t': esc[1] = 't'; break;
+        case '\n': esc[1] = 'n'; break;
+        case '\f': esc[1] = 'f'; break;
+        case '\r': esc[1] = 'r'; break;
+        case '"': esc[1] = '"'; break;
+        case '\\': esc[1] = '\\'; break;
+        default:
+            esc[1] = 'u'; esc[2] = '0'; esc[3] = '0'; esc[4] = hex[c >> 4]; esc[5] = hex[c & 15];
+            k = 6;
+        }
+        if (jout_put(o, esc, k) < 0)
+            return -1;
+    }
+    if (jout_put(o, (const char *)s + run, n - run) < 0)
+        return -1;
+    return jout_put(o, "\"", 1);
+}
+
+#define J_SMALL_OBJECT 0x00
+#define J_LARGE_OBJECT 0x01
+#define J_SMALL_ARRAY 0x02
+#define J_LARGE_ARRAY 0x03
+#define J_LITERAL 0x04
+#define J_INT16 0x05
+#define J_UINT16 0x06
+#define J_INT32 0x07
+#define J_UINT32 0x08
+#define J_INT64 0x09
+#define J_UINT64 0x0A
+#define J_DOUBLE 0x0B
+#define J_STRING 0x0C
+#define J_OPAQUE 0x0F
+
+typedef struct {
+    const unsigned char *d;
+    Py_ssize_t total;
+    PyObject *opaque;
+    PyObject *error;
+    JOut out;
+} JCtx;
+
+static int jerr_truncated(JCtx *x)
+{
+    PyErr_Format(x->error, "binary JSON value of %zd bytes is truncated", x->total);
+    return -1;
+}
+
+/* A fixed-size scalar at p must lie within the whole document (the reference's struct.unpack_from). */
+#define J_NEED(x, p, n) \
+    do { \
+        if ((p) < 0 || (x)->total - (p) < (n)) \
+            return jerr_truncated(x); \
+    } while (0)
+
+static int j_varlen(JCtx *x, Py_ssize_t p, Py_ssize_t end, Py_ssize_t *n, Py_ssize_t *after)
+{
+    uint64_t v = 0;
+    int i;
+    for (i = 0; i < 5; i++) {
+        unsigned char b;
+        if (p + i >= end) {
+            PyErr_Format(x->error, "variable-length length at byte %zd runs past the end of its value (%zd)", p, end);
+            return -1;
+        }
+        b = x->d[p + i];
+        v |= (uint64_t)(b & 0x7F) << (7 * i);
+        if (!(b & 0x80)) {
+            *n = (Py_ssize_t)v;
+            *after = p + i + 1;
+            return 0;
+        }
+    }
+    PyErr_Format(x->error, "variable-length length at byte %zd is longer than 5 bytes", p);
+    return -1;
+}
+
+static int j_value(JCtx *x, int t, Py_ssize_t p, Py_ssize_t end, int depth);
+
+static int j_container(JCtx *x, int t, Py_ssize_t p, Py_ssize_t end, int depth)
+{
+    int large = (t == J_LARGE_OBJECT || t == J_LARGE_ARRAY);
+    int is_object = (t == J_SMALL_OBJECT || t == J_LARGE_OBJECT);
+    Py_ssize_t osz = large ? 4 : 2, count, size, keys_at, values_at, i;
+    if (depth >= 100) {
+        PyErr_SetString(x->error, "binary JSON nests deeper than 100 levels (MySQL's limit)");
+        return -1;
+    }
+    J_NEED(x, p, 2 * osz);
+    count = (Py_ssize_t)le_uint(x->d + p, (int)osz);
+    size = (Py_ssize_t)le_uint(x->d + p + osz, (int)osz);
+    if (p + size > end) {
+        PyErr_Format(x->error, "%s at byte %zd says it has %zd bytes, but its value ends at byte %zd",
+                     is_object ? "object" : "array", p, size, end);
+        return -1;
+    }
+    end = p + size;
+    keys_at = p + 2 * osz;
+    values_at = keys_at + (is_object ? count * (osz + 2) : 0);
+    if (values_at + count * (1 + osz) > end) {
+        PyErr_Format(x->error, "header of the %zd elements at byte %zd is larger than the value (%zd bytes)", count,
+                     p, size);
+        return -1;
+    }
+    if (jout_put(&x->out, is_object ? "{" : "[", 1) < 0)
+        return -1;
+    for (i = 0; i < count; i++) {
+        Py_ssize_t ve = values_at + i * (1 + osz);
+        int vt;
+        if (i && jout_put(&x->out, ", ", 2) < 0)
+            return -1;
+        if (is_object) {
+            Py_ssize_t ke = keys_at + i * (osz + 2);
+            Py_ssize_t koff = (Py_ssize_t)le_uint(x->d + ke, (int)osz);
+            Py_ssize_t klen = (Py_ssize_t)le_uint(x->d + ke + osz, 2);
+            if (koff + klen > size) {
+                PyErr_Format(x->error, "key %zd of the object at byte %zd runs past the object's end", i, p);
+                return -1;
+            }
+            if (jout_quoted(&x->out, x->d + p + koff, klen) < 0 || jout_put(&x->out, ": ", 2) < 0)
+                return -1;
+        }
+        vt = x->d[ve];
+        if (vt == J_LITERAL || vt == J_INT16 || vt == J_UINT16 || (large && (vt == J_INT32 || vt == J_UINT32))) {
+            if (j_value(x, vt, ve + 1, ve + 1 + osz, depth + 1) < 0)
+                return -1;
+        } else {
+            Py_ssize_t voff = (Py_ssize_t)le_uint(x->d + ve + 1, (int)osz);
+            if (voff >= size) {
+                PyErr_Format(x->error, "element %zd of the value at byte %zd points past the value's end", i, p);
+                return -1;
+            }
+            if (j_value(x, vt, p + voff, end, depth + 1) < 0)
+                return -1;
+        }
+    }
+    return jout_put(&x->out, is_object ? "}" : "]", 1);
+}
+
+/* A double as MySQL's JSON printer writes it: my_gcvt(d, DOUBLE, 34) with the shortest round-trip
+   digits, plus ".0" when it has neither '.' nor 'e' (the reference: jsonbinary.format_double). */
+static int j_double(JCtx *x, double dv)
+{
+    char digits[40], out[64];
+    const char *r, *e;
+    char *text;
+    int n = 0, decpt, exp = 0, lead = 0, iplen = 0, k = 0, negative = signbit(dv) != 0;
+    int width = 34 - (dv < 0 ? 1 : 0), exp_len, have_space, force_e, use_f, f_len;
+    if (dv == 0) {
+        digits[0] = '0';
+        n = 1;
+        decpt = 1;
+    } else {
+        text = PyOS_double_to_string(fabs(dv), 'r', 0, 0, NULL);
+        if (text == NULL)
+            return -1;
+        e = strchr(text, 'e');
+        if (e != NULL)
+            exp = atoi(e + 1);
+        for (r = text; *r && r != e; r++) {
+            if (*r == '.') {
+                iplen = (int)(r - text);
+                continue;
+            }
+            if (n == 0 && *r == '0') {
+                lead++;
+                continue;
+            }
+            if (n < (int)sizeof(digits))
+                digits[n++] = *r;
+        }
+        if (strchr(text, '.') == NULL || (e != NULL && strchr(text, '.') > e))
+            iplen = (int)((e != NULL ? e : r) - text);
+        PyMem_Free(text);
+        decpt = iplen + exp - lead;
+        while (n > 1 && digits[n - 1] == '0')
+            n--;
+    }
+    exp_len = 1 + (decpt >= 101 || decpt <= -99) + (decpt >= 11 || decpt <= -9);
+    f_len = decpt <= 0 ? n - decpt + 2 : (decpt < n ? n + 1 : decpt);
+    have_space = f_len <= width;
+    force_e = decpt <= 0 && width <= 2 - decpt && width >= 3 + exp_len;
+    use_f = (have_space ||
+             (decpt <= width && (decpt >= -1 || (decpt == -2 && (n > 1 || !force_e))) && !force_e)) &&
+            (!have_space || (decpt >= -15 + 1 && (decpt <= 15 || n > decpt)));
+    if (negative)
+        out[k++] = '-';
+    if (use_f) {
+        int i;
+        if (decpt <= 0) {
+            out[k++] = '0';
+            out[k++] = '.';
+            for (i = 0; i < -decpt; i++)
+                out[k++] = '0';
+            memcpy(out + k, digits, (size_t)n);
+            k += n;
+        } else if (decpt < n) {
+            memcpy(out + k, digits, (size_t)decpt);
+            k += decpt;
+            out[k++] = '.';
+            memcpy(out + k, digits + decpt, (size_t)(n - decpt));
+            k += n - decpt;
+        } else {
+            memcpy(out + k, digits, (size_t)n);
+            k += n;
+            for (i = n; i < decpt; i++)
+                out[k++] = '0';
+        }
+        if (decpt >= n) {
+            out[k++] = '.';
+            out[k++] = '0';
+        }
+    } else {
+        out[k++] = digits[0];
+        if (n > 1) {
+            out[k++] = '.';
+            memcpy(out + k, digits + 1, (size_t)(n - 1));
+            k += n - 1;
+        }
+        k += snprintf(out + k, sizeof(out) - (size_t)k, "e%d", decpt - 1);
+    }
+    return jout_put(&x->out, out, k);
+}
+
+static int j_value(JCtx *x, int t, Py_ssize_t p, Py_ssize_t end, int depth)
+{
+    char num[32];
+    const unsigned char *q;
+    switch (t) {
+    case J_SMALL_OBJECT:
+    case J_LARGE_OBJECT:
+    case J_SMALL_ARRAY:
+    case J_LARGE_ARRAY:
+        return j_container(x, t, p, end, depth);
+    case J_LITERAL:
+        J_NEED(x, p, 1);
+        switch (x->d[p]) {
+        case 0: return jout_str(&x->out, "null");
+        case 1: return jout_str(&x->out, "true");
+        case 2: return jout_str(&x->out, "false");
+        default:
+            PyErr_Format(x->error, "unknown JSON literal 0x%02x at byte %zd", x->d[p], p);
+            return -1;
+        }
+    case J_INT16:
+        J_NEED(x, p, 2);
+        snprintf(num, sizeof num, "%d", (int)(int16_t)le_uint(x->d + p, 2));
+        return jout_str(&x->out, num);
+    case J_UINT16:
+        J_NEED(x, p, 2);
+        snprintf(num, sizeof num, "%u", (unsigned)le_uint(x->d + p, 2));
+        return jout_str(&x->out, num);
+    case J_INT32:
+        J_NEED(x, p, 4);
+        snprintf(num, sizeof num, "%ld", (long)(int32_t)le_uint(x->d + p, 4));
+        return jout_str(&x->out, num);
+    case J_UINT32:
+        J_NEED(x, p, 4);
+        snprintf(num, sizeof num, "%lu", (unsigned long)le_uint(x->d + p, 4));
+        return jout_str(&x->out, num);
+    case J_INT64:
+        J_NEED(x, p, 8);
+        snprintf(num, sizeof num, "%lld", (long long)(int64_t)le_uint(x->d + p, 8));
+        return jout_str(&x->out, num);
+    case J_UINT64:
+        J_NEED(x, p, 8);
+        snprintf(num, sizeof num, "%llu", (unsigned long long)le_uint(x->d + p, 8));
+        return jout_str(&x->out, num);
+    case J_DOUBLE: {
+        double dv;
+        uint64_t bits;
+        J_NEED(x, p, 8);
+        bits = le_uint(x->d + p, 8);
+        memcpy(&dv, &bits, 8);
+        if (!isfinite(dv)) {
+            PyObject *r = PyFloat_FromDouble(dv);
+            if (r != NULL) {
+                PyErr_Format(x->error, "double at byte %zd is %R, which JSON cannot hold", p, r);
+                Py_DECREF(r);
+            }
+            return -1;
+        }
+        return j_double(x, dv);
+    }
+    case J_STRING: {
+        Py_ssize_t n, after;
+        if (j_varlen(x, p, end, &n, &after) < 0)
+            return -1;
+        if (after + n > end) {
+            PyErr_Format(x->error, "string of %zd bytes at byte %zd runs past the end of its value (%zd)", n, after,
+                         end);
+            return -1;
+        }
+        return jout_quoted(&x->out, x->d + after, n);
+    }
+    case J_OPAQUE: {
+        Py_ssize_t n, after;
+        int ftype;
+        PyObject *raw;
+        PyObject *text;
+        if (p >= end) {
+            PyErr_Format(x->error, "opaque value at byte %zd has no type", p);
+            return -1;
+        }
+        ftype = x->d[p];
+        if (j_varlen(x, p + 1, end, &n, &after) < 0)
+            return -1;
+        if (after + n > end) {
+            PyErr_Format(x->error, "opaque value of %zd bytes at byte %zd runs past the end of its value (%zd)", n,
+                         after, end);
+            return -1;
+        }
+        q = x->d + after;
+        raw = PyBytes_FromStringAndSize((const char *)q, n);
+        if (raw == NULL)
+            return -1;
+        text = PyObject_CallFunction(x->opaque, "iO", ftype, raw);
+        Py_DECREF(raw);
+        return jout_pystr(&x->out, text);
+    }
+    default:
+        PyErr_Format(x->error, "unknown binary JSON type 0x%02x at byte %zd", t, p - 1);
+        return -1;
+    }
+}
+
+/* The text of one binary JSON document (helpers: (opaque_text, JsonBinaryError)). */
+static PyObject *decode_json(PyObject *helpers, const unsigned char *d, Py_ssize_t n)
+{
+    JCtx x;
+    PyObject *r = NULL;
+    if (n == 0)
+        return PyUnicode_FromString("null");
+    x.d = d;
+    x.total = n;
+    x.opaque = PyTuple_GET_ITEM(helpers, 0);
+    x.error = PyTuple_GET_ITEM(helpers, 1);
+    x.out.buf = NULL;
+    x.out.len = x.out.cap = 0;
+    if (j_value(&x, d[0], 1, n, 0) == 0)
+        r = PyUnicode_DecodeUTF8(x.out.buf, x.out.len, "surrogateescape");
+    PyMem_Free(x.out.buf);
+    return r;
+}
+
 static int truncated(Py_ssize_t col, Py_ssize_t need, Py_ssize_t at, Py_ssize_t end)
 {
     PyErr_Format(PyExc_IndexError,
@@ -682,10 +1098,8 @@ static PyObject *decode_image(LayoutObject *L, const unsigned char *buf, Py_ssiz
             break;
         }
         case K_JSON: {
-            /* The bytes go to the one binary JSON decoder (capture/jsonbinary.py). */
             Py_ssize_t lb = c->a;
             Py_ssize_t n;
-            PyObject *raw;
             if (end - p < lb) {
                 truncated(c->index, lb, p, end);
                 goto fail;
@@ -696,11 +1110,7 @@ static PyObject *decode_image(LayoutObject *L, const unsigned char *buf, Py_ssiz
                 truncated(c->index, n, p, end);
                 goto fail;
             }
-            raw = PyBytes_FromStringAndSize((const char *)buf + p, n);
-            if (raw == NULL)
-                goto fail;
-            v = PyObject_CallOneArg(c->obj, raw);
-            Py_DECREF(raw);
+            v = decode_json(c->obj, buf + p, n);
             p += n;
             break;
         }
@@ -837,7 +1247,8 @@ static int check_col(Col *c, Py_ssize_t ncol, Py_ssize_t prev)
         }
         break;
     case K_JSON:
-        if (a < 1 || a > 4 || b != 0 || c->obj == NULL || !PyCallable_Check(c->obj))
+        if (a < 1 || a > 4 || b != 0 || c->obj == NULL || !PyTuple_CheckExact(c->obj) || PyTuple_GET_SIZE(c->obj) != 2 ||
+            !PyCallable_Check(PyTuple_GET_ITEM(c->obj, 0)) || !PyExceptionClass_Check(PyTuple_GET_ITEM(c->obj, 1)))
             goto bad;
         c->size = 0;
         break;

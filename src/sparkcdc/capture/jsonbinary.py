@@ -15,9 +15,12 @@ the order MySQL sorts them in when it writes the document), doubles by ``my_gcvt
 added to an integral value, DECIMAL with its scale, temporal values quoted with six fractional
 digits, any other opaque value as ``"base64:typeN:..."``.
 
-This is the one implementation: the C row decoder hands the bytes of a JSON column to
-``decode_json_binary`` (``_rowdecode`` kind ``K_JSON``). A malformed document raises
-``JsonBinaryError`` (a ValueError, turned into a DecodeError naming the row by the decoders).
+This module is the reference of the C row decoder's JSON columns (``_rowdecode.c``, kind
+``K_JSON``), as ``rowcodec.read_value`` is for the other types: the C walk makes the same bounds
+checks and prints the same text (doubles by the same ``my_gcvt`` rule); it calls
+``opaque_text`` for opaque values. The equivalence tests compare both on random and corrupt
+documents. A malformed document raises ``JsonBinaryError`` (a ValueError, turned into a
+DecodeError naming the row by both decoders).
 """
 
 from __future__ import annotations
@@ -203,7 +206,7 @@ def _value(data: bytes, t: int, p: int, end: int, out: list[str], depth: int) ->
             raise JsonBinaryError(
                 f"opaque value of {n} bytes at byte {q} runs past the end of its value ({end})"
             )
-        out.append(_opaque(ftype, data[q : q + n]))
+        out.append(opaque_text(ftype, data[q : q + n]))
     else:
         raise JsonBinaryError(f"unknown binary JSON type 0x{t:02x} at byte {p - 1}")
 
@@ -265,7 +268,7 @@ def _container(data: bytes, t: int, p: int, end: int, out: list[str], depth: int
     out.append("}" if is_object else "]")
 
 
-def _opaque(ftype: int, raw: bytes) -> str:
+def opaque_text(ftype: int, raw: bytes) -> str:
     """An opaque value: DECIMAL as a number, temporal values quoted, strings as strings, else base64."""
     if ftype in (FT_NEWDECIMAL, FT_DECIMAL) and len(raw) >= 2:
         precision, scale = raw[0], raw[1]

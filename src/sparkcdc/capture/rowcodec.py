@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
 from sparkcdc.capture import tablemap as tmod
-from sparkcdc.capture.jsonbinary import decode_json_binary
+from sparkcdc.capture.jsonbinary import JsonBinaryError, decode_json_binary, opaque_text
 from sparkcdc.capture.mysqldecimal import decimal_size, decode_decimal
 from sparkcdc.capture.tablemap import TableMap, charset_codec
 from sparkcdc.errors import DecodeError
@@ -459,7 +459,9 @@ def native_column(tm: TableMap, tsr: TimestampRenderer, i: int) -> tuple[int, in
             return (n.K_ENUM, i, m[1], 0, tuple(tm.enum_values.get(i, ())))
         return (n.K_SET, i, m[1], 0, tuple(tm.set_values.get(i, ())))
     if t == tmod.T_JSON:
-        return (n.K_JSON, i, int(m), 0, decode_json_binary) if isinstance(m, int) and 1 <= m <= 4 else None
+        if not (isinstance(m, int) and 1 <= m <= 4):
+            return None
+        return (n.K_JSON, i, m, 0, (opaque_text, JsonBinaryError))
     cs = tm.charsets[i]
     codec = charset_codec(cs) if cs is not None else "binary"
     if t in (tmod.T_VARCHAR, tmod.T_VAR_STRING, tmod.T_STRING):

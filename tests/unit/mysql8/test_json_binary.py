@@ -348,3 +348,93 @@ def test_recorded_documents_still_decode_and_encode_the_same() -> None:
         raw = bytes.fromhex(rec["hex"])
         assert encode(doc) == raw
         assert decode_json_binary(raw) == rec["text"]
+
+
+# --------------------------------------------------------------------------------------------
+# the C decoder (kind K_JSON) against this reference, in row events
+# --------------------------------------------------------------------------------------------
+
+
+def _json_table() -> Any:
+    from sparkcdc.capture import tablemap as t
+    from sparkcdc.capture.tablemap import TableMap
+
+    return TableMap(
+        42, "db", "j", [t.T_LONG, t.T_JSON], [0, 4], [True, True], [False, False], ["id", "doc"],
+        [None, None], {}, {}, [0], [t.T_LONG, t.T_JSON],
+    )  # fmt: skip
+
+
+def _rows_body(docs: list[bytes]) -> bytes:
+    body = (42).to_bytes(6, "little") + b"\x01\x00" + b"\x02\x03"
+    for i, raw in enumerate(docs):
+        body += b"\x00" + i.to_bytes(4, "little") + len(raw).to_bytes(4, "little") + raw
+    return body
+
+
+def test_c_decoder_matches_the_reference_on_random_and_corrupt_documents() -> None:
+    from sparkcdc.capture.rowcodec import RowDecoder, TimestampRenderer, native_available, rows_event_images
+    from sparkcdc.errors import DecodeError
+
+    assert native_available()
+    tm = _json_table()
+    c_dec = RowDecoder(tm, TimestampRenderer("UTC"), native=True)
+    py_dec = RowDecoder(tm, TimestampRenderer("UTC"), native=False)
+    rng = random.Random(7)
+    docs = [encode(_rand_doc(rng, 0), large=i % 5 == 0) for i in range(4_000)]
+    docs += [b"", encode(None), encode(1e20), encode("x" * 300)]
+    for k in range(0, len(docs), 500):
+        body = _rows_body(docs[k : k + 500])
+        got = rows_event_images(c_dec, body, 1, "I")
+        assert got == rows_event_images(py_dec, body, 1, "I")
+        assert [r[1][1] for r in got] == [decode_json_binary(d) for d in docs[k : k + 500]]
+    assert c_dec._layouts[3] is not None
+    agree = 0
+    for _ in range(2000):
+        raw = bytearray(rng.choice(docs[:4_000]) or b"\x04\x00")
+        for _ in range(rng.randint(1, 3)):
+            raw[rng.randrange(len(raw))] = rng.randrange(256)
+        if rng.random() < 0.2:
+            del raw[rng.randrange(len(raw)) :]
+        body = _rows_body([bytes(raw)])
+        outcome = []
+        for dec in (c_dec, py_dec):
+            try:
+                outcome.append(rows_event_images(dec, body, 1, "I"))
+            except DecodeError:
+                outcome.append("DecodeError")
+        assert outcome[0] == outcome[1], bytes(raw).hex()
+        agree += outcome[0] == "DecodeError"
+    assert agree > 200
+
+
+def test_c_doubles_print_as_the_reference() -> None:
+    from sparkcdc.capture.rowcodec import RowDecoder, TimestampRenderer, rows_event_images
+
+    rng = random.Random(11)
+    values: list[float] = [
+        0.0,
+        -0.0,
+        1.0,
+        -1.0,
+        0.1,
+        1e15,
+        1e14,
+        1e-15,
+        1e-16,
+        5e-324,
+        1.7976931348623157e308,
+    ]
+    values += [10.0**e for e in range(-320, 309)] + [-(10.0**e) * 1.5 for e in range(-300, 300)]
+    values += [float(rng.randint(-(2**60), 2**60)) for _ in range(2000)]
+    values += [rng.uniform(-1e6, 1e6) for _ in range(2000)]
+    while len(values) < 20_000:
+        d = struct.unpack("<d", rng.randbytes(8))[0]
+        if math.isfinite(d):
+            values.append(d)
+    tm = _json_table()
+    c_dec = RowDecoder(tm, TimestampRenderer("UTC"), native=True)
+    for k in range(0, len(values), 1000):
+        chunk = values[k : k + 1000]
+        got = rows_event_images(c_dec, _rows_body([encode([v]) for v in chunk]), 1, "I")
+        assert [r[1][1] for r in got] == [f"[{format_double(v)}]" for v in chunk]

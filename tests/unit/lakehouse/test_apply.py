@@ -161,3 +161,26 @@ def test_composite_key_and_decimal_key(tmp_path: Path) -> None:
         )
         assert rows_of(read_table(sink, "shop_ck"), "a", "b", "v") == [(Decimal(top), "x", 5)]
         sink.close()
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_keys_of_temporal_and_binary_types(fmt: str, tmp_path: Path) -> None:
+    cols = (
+        ColumnInfo("at", "datetime", fsp=6, nullable=False),
+        ColumnInfo("k", "varbinary", length=8, nullable=False),
+        ColumnInfo("v", "int"),
+    )
+    info = TableInfo("shop", "tk", cols, (IndexInfo("PRIMARY", ("at", "k"), True, True),), version=1)
+    sink = make_sink(f"{fmt}://{tmp_path}/wh")
+    a, b = "2024-01-01 00:00:00.000001", "2024-01-01 00:00:00.000002"
+    run_batch(sink, 0, [ins(1, (a, b"\x00", 1), info=info), ins(1, (b, b"\xff", 2), 1, info=info)], 1, info)
+    run_batch(
+        sink,
+        1,
+        [upd(2, (a, b"\x00", 1), (a, b"\x00", 3), info=info), ins(2, (b, b"\x01", 4), 1, info=info)],
+        2,
+        info,
+    )
+    got = rows_of(read_table(sink, "shop_tk"), "k", "v")
+    assert got == [(b"\x00", 3), (b"\x01", 4), (b"\xff", 2)]
+    sink.close()

@@ -21,7 +21,19 @@ from sparkcdc.sink.lakehouse.changes import (
     CommitTag,
     SchemaChange,
     TableFormat,
+    conform,
 )
+
+
+def _range_filter(frame: pa.Table, column: str) -> Any:
+    """``lo <= column <= hi`` over the frame's values of ``column`` (a key column: no NULL)."""
+    from pyiceberg import expressions as ex
+
+    # The predicates' runtime signature is (term, literal); their pydantic fields say otherwise.
+    at_least: Any = ex.GreaterThanOrEqual
+    at_most: Any = ex.LessThanOrEqual
+    bounds = pc.min_max(frame[column]).as_py()
+    return ex.And(at_least(column, bounds["min"]), at_most(column, bounds["max"]))
 
 
 def sqlalchemy_url(catalog_uri: str) -> str:
@@ -122,20 +134,35 @@ class IcebergFormat(TableFormat):
         return None
 
     def upsert(self, table: str, keys: tuple[str, ...], frame: pa.Table, tag: CommitTag) -> None:
-        """Delete the frame's keys and append its live rows, in one transaction."""
-        from pyiceberg.table.upsert_util import create_match_filter
+        """Replace the rows in the frame's key range, in one transaction (an overwrite with a key filter).
 
+        The filter is the range of the first key column (cheap to bind, and it prunes data files
+        by their column bounds): the table's rows in that range are read, those whose key is in
+        the frame are dropped in Arrow, and the range is overwritten by what is left plus the
+        frame's live rows. pyiceberg's own delete by an ``In`` filter of every key binds the
+        filter once per manifest and file, which costs seconds per 100,000 keys.
+        """
         if frame.num_rows == 0:
             return
         props = tag.properties()
         live = frame.filter(pc.invert(frame[DELETED])).drop_columns([DELETED])
         t = self._load(table)
+        key_range = _range_filter(frame, keys[0])
+        current = t.scan(row_filter=key_range).to_arrow()
+        if current.num_rows:
+            key_types = pa.schema([current.schema.field(k) for k in keys])
+            touched = conform(frame.select(list(keys)), key_types)
+            kept = current.join(touched, list(keys), join_type="left anti", use_threads=False)
+            rows = pa.concat_tables([conform(kept, current.schema), conform(live, current.schema)])
+        else:
+            rows = live
         with t.transaction() as tx, warnings.catch_warnings():
-            # A batch of new keys deletes nothing, which pyiceberg warns about.
+            # A range that holds no row yet deletes nothing, which pyiceberg warns about.
             warnings.simplefilter("ignore", UserWarning)
-            tx.delete(create_match_filter(frame.select(list(keys)), list(keys)), snapshot_properties=props)
-            if live.num_rows:
-                tx.append(live, snapshot_properties=props)
+            if current.num_rows:
+                tx.delete(key_range, snapshot_properties=props)
+            if rows.num_rows:
+                tx.append(rows, snapshot_properties=props)
 
     def append(self, table: str, frame: pa.Table, tag: CommitTag) -> None:
         """Append the frame as one snapshot."""

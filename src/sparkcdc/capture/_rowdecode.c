@@ -1080,23 +1080,7 @@ static PyObject *decode_image(LayoutObject *L, const unsigned char *buf, Py_ssiz
         case K_SET:
             v = decode_set(c->obj, le_uint(q, (int)c->a));
             break;
-        case K_STRING: {
-            Py_ssize_t lb = c->a;
-            Py_ssize_t n;
-            if (end - p < lb) {
-                truncated(c->index, lb, p, end);
-                goto fail;
-            }
-            n = (Py_ssize_t)le_uint(q, (int)lb);
-            p += lb;
-            if (end - p < n) {
-                truncated(c->index, n, p, end);
-                goto fail;
-            }
-            v = decode_text(c, buf + p, n);
-            p += n;
-            break;
-        }
+        case K_STRING:
         case K_JSON: {
             Py_ssize_t lb = c->a;
             Py_ssize_t n;
@@ -1110,7 +1094,7 @@ static PyObject *decode_image(LayoutObject *L, const unsigned char *buf, Py_ssiz
                 truncated(c->index, n, p, end);
                 goto fail;
             }
-            v = decode_json(c->obj, buf + p, n);
+            v = c->kind == K_JSON ? decode_json(c->obj, buf + p, n) : decode_text(c, buf + p, n);
             p += n;
             break;
         }

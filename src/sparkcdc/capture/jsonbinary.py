@@ -47,6 +47,9 @@ DOUBLE = 0x0B
 STRING = 0x0C
 OPAQUE = 0x0F
 
+_INTEGERS = {INT16: "<h", UINT16: "<H", INT32: "<i", UINT32: "<I", INT64: "<q", UINT64: "<Q"}
+"""The struct format of each integer type."""
+
 LITERAL_NULL = 0x00
 LITERAL_TRUE = 0x01
 LITERAL_FALSE = 0x02
@@ -175,18 +178,8 @@ def _value(data: bytes, t: int, p: int, end: int, out: list[str], depth: int) ->
         _container(data, t, p, end, out, depth)
     elif t == LITERAL:
         _literal(data[p], p, out)
-    elif t == INT16:
-        out.append(str(struct.unpack_from("<h", data, p)[0]))
-    elif t == UINT16:
-        out.append(str(struct.unpack_from("<H", data, p)[0]))
-    elif t == INT32:
-        out.append(str(struct.unpack_from("<i", data, p)[0]))
-    elif t == UINT32:
-        out.append(str(struct.unpack_from("<I", data, p)[0]))
-    elif t == INT64:
-        out.append(str(struct.unpack_from("<q", data, p)[0]))
-    elif t == UINT64:
-        out.append(str(struct.unpack_from("<Q", data, p)[0]))
+    elif t in _INTEGERS:
+        out.append(str(struct.unpack_from(_INTEGERS[t], data, p)[0]))
     elif t == DOUBLE:
         d = struct.unpack_from("<d", data, p)[0]
         if not math.isfinite(d):

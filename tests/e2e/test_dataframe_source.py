@@ -273,6 +273,7 @@ def test_typed_table_columns_and_a_ddl_that_changes_them(
                 )  # fmt: skip
             cur.execute("UPDATE orders SET note = NULL, amount = amount * 2 WHERE id = 2")
             cur.execute("DELETE FROM orders WHERE id = 3")
+            cur.execute("UPDATE orders SET id = 10 WHERE id = 1")  # a key change: DELETE 1, INSERT 10
             cur.execute("ALTER TABLE orders ADD INDEX by_note (note)")
             cur.execute("UPDATE orders SET note = 'after index' WHERE id = 4")
     finally:
@@ -283,7 +284,7 @@ def test_typed_table_columns_and_a_ddl_that_changes_them(
     df = _source(spark, mariadb, root / "data-t", table=f"{schema}.orders", start_ts=str(start_ts))
     assert df.columns == [
         "id", "amount", "big", "created", "paid", "day", "note", "raw", "flag", "tiny", "ratio", "kind", "doc",
-        "_op", "_commit_ts",
+        "_op", "_commit_ts", "_seq",
     ]  # fmt: skip
     types = dict(df.dtypes)
     assert (types["amount"], types["big"], types["created"], types["paid"], types["day"]) == (
@@ -297,9 +298,10 @@ def test_typed_table_columns_and_a_ddl_that_changes_them(
         job.processAllAvailable()
     finally:
         job.stop()
-    rows = [r.asDict() for r in spark.read.parquet(str(out)).orderBy("_commit_ts").collect()]
+    rows = [r.asDict() for r in spark.read.parquet(str(out)).orderBy("_commit_ts", "_seq", "_op").collect()]
     assert [(r["id"], r["_op"]) for r in rows] == [
-        (1, "INSERT"), (2, "INSERT"), (3, "INSERT"), (4, "INSERT"), (2, "UPDATE"), (3, "DELETE"), (4, "UPDATE"),
+        (1, "INSERT"), (2, "INSERT"), (3, "INSERT"), (4, "INSERT"), (2, "UPDATE"), (3, "DELETE"), (1, "DELETE"),
+        (10, "INSERT"), (4, "UPDATE"),
     ]  # fmt: skip
     assert all(r["_commit_ts"] > start_ts for r in rows)
     final: dict[int, dict[str, Any]] = {}
@@ -347,7 +349,7 @@ def test_typed_table_columns_and_a_ddl_that_changes_them(
     # A new typed query from the same start-ts takes the columns the table has now (with extra):
     # the rows written before the ADD COLUMN have others, and it says so.
     late = _source(spark, mariadb, root / "data-t2", table=f"{schema}.orders", start_ts=str(start_ts))
-    assert late.columns[-3:] == ["extra", "_op", "_commit_ts"]
+    assert late.columns[-4:] == ["extra", "_op", "_commit_ts", "_seq"]
     job = _start(late, root / "ck-t2", _parquet_job(root / "typed2"))
     with pytest.raises(Exception) as failed:
         job.processAllAvailable()

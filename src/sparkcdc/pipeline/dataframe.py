@@ -13,7 +13,7 @@ gives one row per row change: ``commit_ts, seq, op, schema, table, table_version
 after``. ``before``/``after`` are VARIANTs of the row images as canal-json renders them (an
 object of column name → the canal-json value string, or null). With ``option("table",
 "shop.orders")`` the rows are that table's columns typed (``pipeline.spark_types``) plus
-``_op`` and ``_commit_ts``; a DDL that changes those columns stops the query with a
+``_op``, ``_commit_ts`` and ``_seq``; a DDL that changes those columns stops the query with a
 ``SchemaError`` that says where to start the next one.
 
 It is the changefeed's own source (``pipeline.source.BinlogStreamReader``, the planner of
@@ -48,7 +48,7 @@ OPTIONS: dict[str, str] = {
     "filter": "table filter rules separated by commas (TiCDC syntax; @file for a rule holding a comma); "
     "default *.*",
     "start-ts": "start after this commit_ts (default: the binlog's head when the query first starts)",
-    "table": "schema.table: that table's columns typed, plus _op and _commit_ts",
+    "table": "schema.table: that table's columns typed, plus _op, _commit_ts and _seq",
 }
 """Every option the source takes, with what it means (an unknown key is refused with this list)."""
 
@@ -285,7 +285,7 @@ class ChangeStreamDataSource(DataSource):
         return self._prepared
 
     def schema(self) -> StructType:
-        """CHANGE_SCHEMA, or the typed table's columns with _op and _commit_ts."""
+        """CHANGE_SCHEMA, or the typed table's columns with _op, _commit_ts and _seq."""
         from sparkcdc.pipeline.spark_types import typed_schema
 
         _spec, table = self._prepare()

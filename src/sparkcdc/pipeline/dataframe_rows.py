@@ -139,9 +139,10 @@ def typed_batches(partition: BinlogPartition, table: TableInfo) -> Iterator[Any]
             if column_signature(info) != signature:
                 raise SchemaError(older_rows_message(table, info, rows[0].commit_ts))
             checked[id(info)] = info
-        for chunk, array in zip(chunks, typed_columns(info, rows, schema, OP_NAMES, TIME_ZONE), strict=True):
+        arrays = typed_columns(info, rows, schema, OP_NAMES, TIME_ZONE)
+        for chunk, array in zip(chunks, arrays, strict=True):
             chunk.append(array)
-        pending += len(rows)
+        pending += len(arrays[0])
         if pending >= ARROW_BATCH_ROWS:
             yield flush()
             pending = 0

@@ -3,8 +3,8 @@
 The MySQL-to-Arrow mapping and the conversion of row values are the lakehouse sinks'
 (``sink.lakehouse.types``): a typed stream has the column types an Iceberg or Delta table of
 the same upstream table has. This module names the Spark type of each Arrow type, builds the
-stream's schema (the columns, then ``_op`` and ``_commit_ts``) and its Arrow columns, and says
-when a table's columns stop matching the stream's.
+stream's schema (the columns, then ``_op``, ``_commit_ts`` and ``_seq``) and its Arrow columns,
+and says when a table's columns stop matching the stream's.
 
 | MySQL                                          | Spark                                    |
 |------------------------------------------------|------------------------------------------|
@@ -20,6 +20,7 @@ when a table's columns stop matching the stream's.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pyarrow as pa
@@ -35,6 +36,8 @@ OP_COLUMN = "_op"
 """The typed stream's change kind: INSERT, UPDATE or DELETE (canal-json's ``type``)."""
 COMMIT_TS_COLUMN = "_commit_ts"
 """The typed stream's commit_ts."""
+SEQ_COLUMN = "_seq"
+"""The change's place in its transaction: (_commit_ts, _seq) orders the typed stream."""
 
 
 def spark_type(col: ColumnInfo) -> DataType:
@@ -46,9 +49,9 @@ def spark_type(col: ColumnInfo) -> DataType:
 
 
 def typed_schema(info: TableInfo) -> StructType:
-    """The typed stream's schema: the table's columns in order, then ``_op`` and ``_commit_ts``."""
+    """The typed stream's schema: the table's columns in order, then ``_op``, ``_commit_ts`` and ``_seq``."""
     for c in info.columns:
-        if c.name.lower() in (OP_COLUMN, COMMIT_TS_COLUMN):
+        if c.name.lower() in (OP_COLUMN, COMMIT_TS_COLUMN, SEQ_COLUMN):
             raise SchemaError(
                 f"table {info.schema}.{info.table} has a column named {c.name!r}, which the typed source "
                 "adds itself; read the untyped stream (leave out option table)"
@@ -56,6 +59,7 @@ def typed_schema(info: TableInfo) -> StructType:
     fields = [StructField(c.name, spark_type(c), True) for c in info.columns]
     fields.append(StructField(OP_COLUMN, StringType(), False))
     fields.append(StructField(COMMIT_TS_COLUMN, LongType(), False))
+    fields.append(StructField(SEQ_COLUMN, LongType(), False))
     return StructType(fields)
 
 
@@ -64,14 +68,32 @@ def column_signature(info: TableInfo) -> list[tuple[str, str]]:
     return [(c.name, spark_type(c).simpleString()) for c in info.columns]
 
 
+def split_key_change(ev: RowChange, handle: tuple[int, ...]) -> list[RowChange]:
+    """An UPDATE that changes the handle key (primary, else NOT NULL unique key) as DELETE + INSERT."""
+    if ev.op != "U" or not handle or ev.before is None or ev.after is None:
+        return [ev]
+    before, after = ev.before, ev.after
+    if all(before[i] == after[i] for i in handle):
+        return [ev]
+    return [replace(ev, op="D", after=None), replace(ev, op="I", before=None)]
+
+
 def typed_columns(
     info: TableInfo, rows: list[RowChange], schema: Any, op_names: dict[str, str], time_zone: str
 ) -> list[Any]:
-    """Arrow arrays of ``rows`` in the typed stream's Arrow ``schema``: a DELETE carries the deleted row."""
+    """Arrow arrays of ``rows`` in the typed stream's Arrow ``schema``: a DELETE carries the deleted row.
+
+    An UPDATE that moves a row to another handle key is a DELETE of the old key and an INSERT of
+    the new one (``split_key_change``, with the same _commit_ts and _seq), so that the rows alone
+    rebuild the table by key.
+    """
+    handle = info.handle_key_index
+    rows = [part for ev in rows for part in split_key_change(ev, handle)]
     fields = list(schema)
-    arrays = column_arrays(info, [ev.image for ev in rows], fields[:-2], time_zone)
-    arrays.append(pa.array([op_names[ev.op] for ev in rows], fields[-2].type))
-    arrays.append(pa.array([ev.commit_ts for ev in rows], fields[-1].type))
+    arrays = column_arrays(info, [ev.image for ev in rows], fields[:-3], time_zone)
+    arrays.append(pa.array([op_names[ev.op] for ev in rows], fields[-3].type))
+    arrays.append(pa.array([ev.commit_ts for ev in rows], fields[-2].type))
+    arrays.append(pa.array([ev.seq for ev in rows], fields[-1].type))
     return arrays
 
 

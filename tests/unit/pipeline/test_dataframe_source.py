@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 from decimal import Decimal
+from typing import Any
 
 import pytest
 from pyspark.sql.pandas.types import to_arrow_schema
@@ -22,10 +23,16 @@ from pyspark.sql.types import (
 
 from sparkcdc.errors import ConfigError, FilterRuleError, SchemaError
 from sparkcdc.model import RowChange
-from sparkcdc.model.schema import ColumnInfo, TableInfo
+from sparkcdc.model.schema import ColumnInfo, IndexInfo, TableInfo
 from sparkcdc.pipeline.dataframe import OPTIONS, SourceOptions, parse_table_name
 from sparkcdc.pipeline.dataframe_rows import OP_NAMES
-from sparkcdc.pipeline.spark_types import column_signature, spark_type, typed_columns, typed_schema
+from sparkcdc.pipeline.spark_types import (
+    column_signature,
+    spark_type,
+    split_key_change,
+    typed_columns,
+    typed_schema,
+)
 
 UP = "mysql://cdc:pw@127.0.0.1:3306/"
 
@@ -97,7 +104,7 @@ def test_bad_table_names(text: str) -> None:
         parse_table_name(text)
 
 
-def _col(name: str, type_: str, **kw: object) -> ColumnInfo:
+def _col(name: str, type_: str, **kw: Any) -> ColumnInfo:
     return ColumnInfo(name, type_, **kw)
 
 
@@ -157,7 +164,17 @@ def _typed(images: list[tuple[object, ...]], time_zone: str = "UTC") -> list[lis
 
 
 def test_typed_schema_and_values() -> None:
-    assert typed_schema(TABLE).fieldNames() == ["id", "big", "day", "at", "paid", "note", "_op", "_commit_ts"]
+    assert typed_schema(TABLE).fieldNames() == [
+        "id",
+        "big",
+        "day",
+        "at",
+        "paid",
+        "note",
+        "_op",
+        "_commit_ts",
+        "_seq",
+    ]
     cols = _typed(
         [
             (
@@ -177,7 +194,7 @@ def test_typed_schema_and_values() -> None:
     assert cols[2] == [dt.date(2024, 2, 29), None]
     assert cols[3] == [dt.datetime(2024, 2, 29, 23, 59, 59, 1), None]
     assert cols[4] == [dt.datetime(2024, 7, 1, 0, 0, tzinfo=dt.UTC), None]
-    assert cols[5:] == [["x", None], ["INSERT", "INSERT"], [7, 7]]
+    assert cols[5:] == [["x", None], ["INSERT", "INSERT"], [7, 7], [0, 0]]
 
 
 @pytest.mark.parametrize("value", ["0000-00-00", "2024-00-10"])
@@ -193,3 +210,16 @@ def test_reserved_column_names_and_signatures() -> None:
     longer = TableInfo("shop", "orders", (*TABLE.columns[:5], _col("note", "varchar", length=90)))
     assert column_signature(wider) != column_signature(TABLE)
     assert column_signature(longer) == column_signature(TABLE)  # a longer VARCHAR keeps the typed rows
+
+
+def test_a_key_change_is_a_delete_and_an_insert() -> None:
+    keyed = TableInfo(
+        "s", "t", (_col("id", "int"), _col("v", "int")), (IndexInfo("PRIMARY", ("id",), True, True),)
+    )
+    schema = to_arrow_schema(typed_schema(keyed), timezone="UTC")
+    moved = RowChange("U", "s", "t", 0, 9, (1, 5), (2, 5), seq=3)
+    changed = RowChange("U", "s", "t", 0, 9, (2, 5), (2, 6), seq=4)
+    cols = [a.to_pylist() for a in typed_columns(keyed, [moved, changed], schema, OP_NAMES, "UTC")]
+    assert cols == [[1, 2, 2], [5, 5, 6], ["DELETE", "INSERT", "UPDATE"], [9, 9, 9], [3, 3, 4]]
+    keyless = TableInfo("s", "t", keyed.columns)
+    assert split_key_change(moved, keyless.handle_key_index) == [moved]

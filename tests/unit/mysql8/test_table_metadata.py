@@ -52,6 +52,46 @@ def test_functional_indexes_and_invisible_columns_are_tracked() -> None:
     assert [col.name for col in info.columns] == ["id", "a", "b", "j", "c"]
 
 
+MYSQL_SHOW_CREATE_MORE = [
+    # 8.0.13 expression defaults, 8.0.16 CHECK constraints, SRID, VIRTUAL columns, invisible indexes
+    """CREATE TABLE `t1` (
+  `id` int NOT NULL AUTO_INCREMENT,
+  `j` json DEFAULT (json_array()),
+  `u` binary(16) DEFAULT (uuid_to_bin(uuid())),
+  `d` date DEFAULT (curdate()),
+  PRIMARY KEY (`id`)
+) ENGINE=InnoDB AUTO_INCREMENT=5 DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_0900_ai_ci""",
+    """CREATE TABLE `t2` (
+  `id` int NOT NULL,
+  `a` int DEFAULT NULL,
+  PRIMARY KEY (`id`),
+  CONSTRAINT `t2_chk_1` CHECK ((`a` > 0)),
+  CONSTRAINT `c2` CHECK ((`a` < 100)) /*!80016 NOT ENFORCED */
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_0900_ai_ci""",
+    """CREATE TABLE `t3` (
+  `id` int NOT NULL,
+  `g` point NOT NULL /*!80003 SRID 4326 */,
+  `v` int GENERATED ALWAYS AS ((`id` * 2)) VIRTUAL,
+  `s` varchar(10) CHARACTER SET utf8mb4 COLLATE utf8mb4_0900_as_cs DEFAULT NULL,
+  PRIMARY KEY (`id`),
+  SPATIAL KEY `g` (`g`),
+  KEY `k` (`s`) /*!80000 INVISIBLE */
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_0900_ai_ci""",
+    "ALTER TABLE t3 ALTER INDEX k VISIBLE",
+]
+
+
+def test_more_mysql8_show_create_forms_are_tracked() -> None:
+    c = SchemaCatalog()
+    c.apply_ddl("CREATE DATABASE db", None, 1)
+    for k, sql in enumerate(MYSQL_SHOW_CREATE_MORE):
+        c.apply_ddl(sql, "db", 2 + k)
+    t3 = c.get("db", "t3")
+    assert t3 is not None
+    assert [col.name for col in t3.columns] == ["id", "g", "v", "s"]
+    assert [ix.name for ix in t3.indexes] == ["PRIMARY", "g", "k"]
+
+
 def _table_map_body(types: list[int], meta: bytes, charsets: list[int]) -> bytes:
     """A TABLE_MAP body with COLUMN_CHARSET metadata listing ``charsets`` for the character columns."""
     body = (7).to_bytes(6, "little") + b"\x01\x00"

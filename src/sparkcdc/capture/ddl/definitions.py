@@ -356,7 +356,7 @@ class DefinitionParser(TokenCursor):
                 "WITHOUT", "SYSTEM", "VERSIONING"
             ):
                 pass
-            elif w in ("COLUMN_FORMAT", "STORAGE", "REF_SYSTEM_ID"):
+            elif w in ("COLUMN_FORMAT", "STORAGE", "REF_SYSTEM_ID", "SRID"):  # SRID: MySQL 8 spatial columns
                 self.i += 1
                 self.value_word()
             elif w == "COMPRESSED":

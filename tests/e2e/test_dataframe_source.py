@@ -4,13 +4,16 @@ One module-scoped story on the e2e Spark session:
 
 1. the workload of ``workload.run_workload`` runs after a start-ts; a user job writes the
    untyped stream with ``foreachBatch`` into a parquet table while a second query counts the
-   changes by table and op (``trigger(availableNow=True)``: it finishes by itself). Replaying the parquet table's after images in (commit_ts, seq)
-   order gives every table's rows as the upstream has them; inserts minus deletes per table
-   are its row count; the aggregation agrees with the parquet table.
-2. The parquet job restarts from its Spark checkpoint with its last batches forgotten: the
-   batches read again give the same commit_ts, seq and images.
-3. ``option("table", …)``: typed columns equal the upstream's values; an ADD INDEX passes,
-   an ADD COLUMN stops the query with an error that says where to start again.
+   changes by table and op (``trigger(availableNow=True)``: it finishes by itself). Replaying
+   the parquet table's images in (commit_ts, seq) order gives every table's rows as the
+   upstream has them; inserts minus deletes per table are its row count; the aggregation
+   agrees with the parquet table.
+2. The parquet job restarts from its Spark checkpoint with its last batches forgotten, then
+   with its last batch logged but not committed: the batches read again give the same
+   commit_ts, seq and images. A data dir is refused to a query with other options.
+3. ``option("table", …)``: typed columns equal the upstream's values (a key change is a DELETE
+   and an INSERT); an ADD INDEX passes, an ADD COLUMN stops the query with an error that says
+   where to start again, and a new typed query from before that DDL stops at the older rows.
 """
 
 from __future__ import annotations

@@ -184,6 +184,16 @@ def test_parquet_table_of_the_stream_rebuilds_the_upstream(
     assert got == want
 
 
+def test_variant_paths_read_the_images(stream_run: dict[str, Any], spark: Any) -> None:
+    changes = spark.read.parquet(str(stream_run["out"])).where(f"table = '{ACCOUNTS}' AND op = 'INSERT'")
+    got = sorted(
+        tuple(r) for r in changes.selectExpr("after:id::bigint", "after:balance::decimal(15,2)").collect()
+    )
+    inserted = [json.loads(r[7]) for r in stream_run["rows"] if r[4] == ACCOUNTS and r[2] == "INSERT"]
+    want = sorted((int(img["id"]), Decimal(img["balance"])) for img in inserted)
+    assert got == want and len(got) > 10
+
+
 def test_streaming_aggregation_counts_what_the_upstream_holds(
     stream_run: dict[str, Any], mariadb: LocalMariaDB
 ) -> None:

@@ -273,6 +273,12 @@ CASES: list[Case] = [
         ["GTID 0-1-999999999", "not in the master's binlog"],
     ),
     Case("start-gtid-garbage", _flags("--start-gtid", "abc"), ["'abc'", "0-1-1234"]),
+    Case("start-gtid-bad-uuid", _flags("--start-gtid", "zz:1"), ["'zz' is not a server UUID"]),
+    Case(
+        "start-gtid-mysql-set-on-mariadb",
+        _flags("--start-gtid", "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-5"),
+        ["has no MySQL GTIDs", "--start-position"],
+    ),
     Case("up-empty", lambda e: ["--upstream-uri", "", "--sink-uri", e.sink], ["upstream URI"]),
     Case("sink-empty", lambda e: ["--upstream-uri", e.up, "--sink-uri", ""], ["sink URI"]),
     Case("data-dir-empty", lambda e: [*_flags()(e), "--data-dir", ""], ["data dir"]),

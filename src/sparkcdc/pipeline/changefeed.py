@@ -247,10 +247,28 @@ class RunningChangefeed:
             self._report()
 
 
-def start_changefeed(
-    spark: Any, spec: ChangefeedSpec, on_progress: Callable[[Progress], None] | None = None
-) -> RunningChangefeed:
-    """Validate, then start the streaming query; raises ConfigError/UpstreamSetupError before starting."""
+@dataclass
+class PreparedChangefeed:
+    """What a changefeed's start finds out without Spark: checks passed, start point, schema history."""
+
+    spec: ChangefeedSpec
+    state: StateDir
+    sink: Sink
+    start: Offset
+    history_path: str
+    bootstrap_ts: int
+    bootstrap_pos: list[Any] | None
+    running: RunningChangefeed
+
+
+def prepare_changefeed(
+    spec: ChangefeedSpec, on_progress: Callable[[Progress], None] | None = None
+) -> PreparedChangefeed:
+    """The Spark-free part of a start: validate, resolve the start, bootstrap the schema history.
+
+    Needs no SparkSession, so ``sparkcdc run`` does it while Spark starts; raises
+    ConfigError/UpstreamSetupError like ``start_changefeed``.
+    """
     if not spec.checkpoint_dir:
         raise ValueError("ChangefeedSpec.checkpoint_dir is required")
     state = StateDir.parse(spec.checkpoint_dir)
@@ -266,8 +284,24 @@ def start_changefeed(
     history_path = state.join("schema_history.jsonl")
     # A new changefeed without a start point starts at the head resolve_start just read.
     bootstrap_ts, bootstrap_pos = bootstrap_history(up, history_path, start, start if from_head else None)
-    cfg = spec.config
     running = RunningChangefeed(spec, sink, up, start, on_progress)
+    return PreparedChangefeed(spec, state, sink, start, history_path, bootstrap_ts, bootstrap_pos, running)
+
+
+def start_changefeed(
+    spark: Any,
+    spec: ChangefeedSpec,
+    on_progress: Callable[[Progress], None] | None = None,
+    prepared: PreparedChangefeed | None = None,
+) -> RunningChangefeed:
+    """Validate, then start the streaming query; raises ConfigError/UpstreamSetupError before starting.
+
+    ``prepared``: the result of ``prepare_changefeed(spec, on_progress)`` when it already ran.
+    """
+    p = prepared if prepared is not None else prepare_changefeed(spec, on_progress)
+    state, sink, start, running = p.state, p.sink, p.start, p.running
+    history_path, bootstrap_ts, bootstrap_pos = p.history_path, p.bootstrap_ts, p.bootstrap_pos
+    cfg = spec.config
     backend = getattr(getattr(sink, "settings", None), "backend", None)
     if backend is not None and backend.scheme == "file":
         # A file storage sink on a cluster: executors write its files, the driver numbers and moves them.

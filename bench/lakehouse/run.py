@@ -11,7 +11,8 @@ warms it: Python workers started, modules imported), it runs ``start_changefeed`
 ``sparkcdc run``) from start-ts to target-ts into:
 
 - plain Parquet: the same pipeline and the same change frames, written by the Spark tasks as
-  Parquet files and nothing more (the lakehouse sinks' writer stage alone; no table commit);
+  Parquet files and nothing more (the lakehouse sinks' writer stage alone; no table commit),
+  once before the table sinks and once after them (the faster pass is the baseline);
 - ``delta://…?mode=changelog`` and ``delta://…`` (upsert);
 - ``iceberg://…?mode=changelog`` and ``iceberg://…`` (upsert, SQLite catalog in the warehouse);
 
@@ -78,6 +79,7 @@ def run_sinks(spec: dict[str, Any]) -> dict[str, Any]:
         ("delta upsert", f"delta://{out}/delta-upsert"),
         ("iceberg changelog", f"iceberg://{out}/ice-log?mode=changelog"),
         ("iceberg upsert", f"iceberg://{out}/ice-upsert"),
+        ("plain Parquet, again at the end", f"parquet://{out}/parquet2?mode=changelog"),
     ]
     only = spec.get("only") or []
     result: dict[str, Any] = {}
@@ -167,8 +169,10 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(f"{'measure':44} {'rows':>9} {'seconds':>8} {'rows/s':>9} {'commit s':>9} {'vs parquet':>11}")
     print("-" * 96)
-    base = sinks.get("plain Parquet (the writers' frames)")
-    base_rate = base["rows"] / base["seconds"] if base else 0.0
+    # The faster of the two plain-Parquet passes (before and after the sinks) is the baseline: on a
+    # shared machine a pass can be slowed by other work, and a slow baseline would flatter the sinks.
+    bases = [r for n, r in sinks.items() if n.startswith("plain Parquet")]
+    base_rate = max((r["rows"] / r["seconds"] for r in bases), default=0.0)
     for name, r in sinks.items():
         if name.startswith("warm-up"):
             continue

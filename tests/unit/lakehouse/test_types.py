@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 from decimal import Decimal
+from typing import Any
 
 import pyarrow as pa
 
@@ -87,3 +88,29 @@ def test_widens() -> None:
     assert not widens(pa.int64(), pa.int32())
     assert not widens(pa.decimal128(10, 2), pa.decimal128(12, 3))
     assert not widens(pa.int32(), pa.string())
+
+
+def test_bulk_conversion_equals_the_converters() -> None:
+    """Arrow's bulk path gives what the per-value converters (the definition) give."""
+    from sparkcdc.sink.lakehouse.types import column_array, converter
+
+    cases: list[tuple[ColumnInfo, list[Any]]] = [
+        (ColumnInfo("d", "date"), ["2024-02-29", "0000-00-00", "2024-00-10", "9999-12-31", None]),
+        (
+            ColumnInfo("dt", "datetime", fsp=6),
+            ["2024-01-02 03:04:05.123456", "0000-00-00 00:00:00.000000", None],
+        ),
+        (ColumnInfo("ts", "timestamp", fsp=3), ["2038-01-19 03:14:07.999", "1970-01-01 00:00:01.000", None]),
+        (ColumnInfo("u", "bigint", unsigned=True), [2**64 - 1, 0, None]),
+        (ColumnInfo("big", "decimal", precision=65, scale=2), [Decimal("-1.50"), None]),
+        (ColumnInfo("b", "bit", length=64), [2**63, None]),
+        (ColumnInfo("bl", "blob"), [b"\x00\xff", b"", None]),
+    ]
+    for tz in ("UTC", "Asia/Shanghai"):
+        for col, values in cases:
+            at = arrow_type(col)
+            conv = converter(col, tz)
+            want = pa.array([None if v is None or conv is None else conv(v) for v in values], at)
+            if conv is None:
+                want = pa.array(values, at)
+            assert column_array(col, values, at, tz).equals(want), (col.name, tz)

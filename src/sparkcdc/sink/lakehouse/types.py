@@ -34,6 +34,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from sparkcdc.model import ColumnInfo, TableInfo
 
@@ -159,13 +160,47 @@ def column_arrays(
     """Arrow arrays of the columns of ``images`` (rows in table order; None for a missing image)."""
     out = []
     for i, (col, f) in enumerate(zip(info.columns, fields, strict=True)):
+        values = [None if img is None else img[i] for img in images]
+        out.append(column_array(col, values, f.type, time_zone))
+    return out
+
+
+_ARROW_REFUSED = (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError, OverflowError)
+
+
+def column_array(col: ColumnInfo, values: list[Any], at: pa.DataType, time_zone: str = "UTC") -> pa.Array:
+    """One column's values as Arrow: Arrow converts (and parses temporal text) in bulk; values it
+    refuses go through ``converter`` one by one, which is the definition of every conversion."""
+    try:
+        if col.type in ("date", "datetime", "timestamp"):
+            return _temporal_array(values, col.type, at, time_zone)
+        return pa.array(values, at)
+    except _ARROW_REFUSED:
         conv = converter(col, time_zone)
         if conv is None:
-            values = [None if img is None else img[i] for img in images]
-        else:
-            values = [None if img is None else conv(img[i]) for img in images]
-        out.append(pa.array(values, f.type))
-    return out
+            return pa.array(values, at)
+        return pa.array([None if v is None else conv(v) for v in values], at)
+
+
+def _temporal_array(values: list[Any], mysql_type: str, at: pa.DataType, time_zone: str) -> pa.Array:
+    """DATE/DATETIME/TIMESTAMP text parsed by Arrow; a zero date (zero year, month or day) is NULL."""
+    text = pa.array(values, pa.string())
+    zero = pc.or_(
+        pc.starts_with(text, "0000"),
+        pc.or_(
+            pc.equal(pc.utf8_slice_codeunits(text, 5, 7), "00"),
+            pc.equal(pc.utf8_slice_codeunits(text, 8, 10), "00"),
+        ),
+    )
+    text = pc.if_else(zero, pa.scalar(None, pa.string()), text)
+    if mysql_type == "date":
+        return text.cast(pa.date32())
+    naive = text.cast(pa.timestamp("us"))
+    if mysql_type == "datetime":
+        return naive
+    if time_zone.upper() not in ("UTC", "+00:00", "SYSTEM"):
+        return pc.assume_timezone(naive, time_zone).cast(at)
+    return naive.cast(at)
 
 
 def normal_type(t: pa.DataType) -> pa.DataType:

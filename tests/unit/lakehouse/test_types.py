@@ -114,3 +114,17 @@ def test_bulk_conversion_equals_the_converters() -> None:
             if conv is None:
                 want = pa.array(values, at)
             assert column_array(col, values, at, tz).equals(want), (col.name, tz)
+
+
+def test_a_decimal_wider_than_the_formats_is_mysqls_text() -> None:
+    from sparkcdc.sink.lakehouse.types import column_array
+
+    col = ColumnInfo("w", "decimal", precision=65, scale=30)
+    values = [Decimal("1E-30"), Decimal("0E-30"), Decimal("-12345678901234567890123456789012345.5"), None]
+    got = column_array(col, values, arrow_type(col), "UTC").to_pylist()
+    assert got == [
+        "0." + "0" * 29 + "1",
+        "0." + "0" * 30,
+        "-12345678901234567890123456789012345.5" + "0" * 29,
+        None,
+    ]

@@ -36,6 +36,7 @@ from zoneinfo import ZoneInfo
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from sparkcdc.codec.values import decimal_text
 from sparkcdc.model import ColumnInfo, TableInfo
 
 MAX_DECIMAL_PRECISION = 38
@@ -147,6 +148,10 @@ def converter(col: ColumnInfo, time_zone: str = "UTC") -> Converter | None:
         return _timestamp_converter(time_zone)
     if pa.types.is_decimal(at):
         return _to_decimal
+    if col.type == "decimal":
+        # Wider than Iceberg's and Delta's decimals: MySQL's text (str(Decimal) may be 1E-30).
+        scale = col.scale or 0
+        return lambda v: v if v is None or isinstance(v, str) else decimal_text(v, scale)
     if pa.types.is_string(at):
         return _to_text
     if pa.types.is_binary(at):

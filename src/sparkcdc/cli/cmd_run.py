@@ -363,7 +363,9 @@ def run(args: argparse.Namespace) -> int:
     # The schema bootstrap and the start point need no Spark: they run while Spark starts.
     with ThreadPoolExecutor(1, thread_name_prefix="sparkcdc-prepare") as pool:
         preparing = pool.submit(prepare_changefeed, spec, out.show)
+        t_spark = time.monotonic()
         spark = _start_spark(args)
+        log.debug("Spark session started in %.2fs", time.monotonic() - t_spark)
     started_once = False
     try:
         while True:

@@ -33,11 +33,20 @@ from sparkcdc.pipeline.state import (
     check_executors_see,
     spark_checkpoint_location,
 )
+from sparkcdc.pipeline.warmup import warm_python_workers
 from sparkcdc.pipeline.writer import BatchResult, BatchWriter
 from sparkcdc.sink import create_sink
 from sparkcdc.sink.base import Sink
 
 log = logging.getLogger(__name__)
+
+WORKER_MODULES = (
+    "pyarrow",
+    "sparkcdc.pipeline.source",
+    "sparkcdc.pipeline.writer",
+    "sparkcdc.capture.reader",
+)
+"""What a batch's tasks import (the sink's module is added): the warm-up imports it before the first batch."""
 
 
 @dataclass
@@ -143,6 +152,13 @@ class RunningChangefeed:
             self.batches += 1
             self._window.append((time.monotonic(), self.rows_total))
             self._save_checkpoint()
+        log.debug(
+            "batch %d committed: %d rows, checkpoint-ts %d, %.2fs",
+            res.batch_id,
+            res.rows,
+            res.checkpoint_ts,
+            res.seconds,
+        )
         target = self.spec.target_ts
         if target is not None and self.checkpoint_ts >= target:
             self._finished.set()
@@ -353,6 +369,10 @@ def start_changefeed(
             if spec.meta_uri
             else None,
         )
+    # While the query starts (its source's Python runner, the batch's plan), the executors' Python
+    # workers start and import what the batch's tasks run.
+    warm_python_workers(spark, (*WORKER_MODULES, type(sink).__module__))
+    t_query = time.monotonic()
     df = (
         spark.readStream.format("sparkcdc_binlog")
         .option("spec", json.dumps(src.to_json()))
@@ -373,5 +393,6 @@ def start_changefeed(
         .trigger(processingTime=spec.trigger_interval)
         .start()
     )
+    log.debug("streaming query started in %.2fs", time.monotonic() - t_query)
     running.start_monitor()
     return running

@@ -23,6 +23,7 @@ from sparkcdc.pipeline.serde import SOURCE_SCHEMA
 
 if TYPE_CHECKING:
     from sparkcdc.model import RowChange, TableInfo
+    from sparkcdc.pipeline.plan import Planner
 
 ARROW_BATCH_ROWS = 8192
 SEGMENT_SCHEMA = "segment string"
@@ -119,11 +120,27 @@ class BinlogStreamReader(DataSourceStreamReader):
     """Runs in Spark's source worker on the driver: plans batches, hands out segments."""
 
     def __init__(self, spec_json: str, segments_mode: bool = False) -> None:
-        from sparkcdc.pipeline.plan import Planner, SourceSpec
+        from sparkcdc.pipeline.plan import SourceSpec
 
         self.spec = SourceSpec.from_json(json.loads(spec_json))
-        self.planner = Planner(self.spec)
         self.segments_mode = segments_mode
+        self._planner: Planner | None = None
+
+    @property
+    def planner(self) -> Planner:
+        """The batch planner: made on first use, in the source's runner on the driver.
+
+        Spark also makes a reader to ship ``read`` to the executors (pickled with it): that one
+        never plans, so it opens neither the schema history nor an upstream connection.
+        """
+        if self._planner is None:
+            from sparkcdc.pipeline.plan import Planner
+
+            self._planner = Planner(self.spec)
+        return self._planner
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_planner": None}
 
     def initialOffset(self) -> dict[str, Any]:
         """The changefeed's start offset (resolved before the query started)."""
@@ -140,7 +157,8 @@ class BinlogStreamReader(DataSourceStreamReader):
 
     def stop(self) -> None:
         """The query ends: close the planner's upstream connection."""
-        self.planner.clock.close()
+        if self._planner is not None:
+            self._planner.clock.close()
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[BinlogPartition]:
         """One partition per segment; none for a DDL batch (the driver applies it)."""

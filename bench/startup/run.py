@@ -182,6 +182,12 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeat", type=int, default=5, help="runs of each (default 5)")
     ap.add_argument("--master", default="local[2]", help="Spark master of both (default local[2])")
+    ap.add_argument(
+        "--also-src",
+        metavar="DIR",
+        help="also run the changefeed with another checkout's src directory first on PYTHONPATH "
+        "(e.g. a `git archive` of an older commit), alternating with this one, to compare them",
+    )
     ap.add_argument("--bare", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.bare:
@@ -194,8 +200,14 @@ def main(argv: list[str] | None = None) -> int:
 
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
     env.pop("SPARKCDC_SPARK_MASTER", None)
+    other_env = None
+    if args.also_src:
+        other_env = dict(
+            env, PYTHONPATH=os.pathsep.join([os.path.abspath(args.also_src), env.get("PYTHONPATH", "")])
+        )
     bare: list[dict[str, Any]] = []
     runs: list[dict[str, Any]] = []
+    others: list[dict[str, Any]] = []
     loads: list[float] = []
     with LocalMariaDB() as db, tempfile.TemporaryDirectory(prefix="bench-startup-") as cwd:
         db.execute("CREATE DATABASE bench", "CREATE TABLE bench.t (id INT PRIMARY KEY, v VARCHAR(16))")
@@ -210,9 +222,14 @@ def main(argv: list[str] | None = None) -> int:
             r = run_changefeed(spec, args.master, env, cwd, k)
             bare.append(b)
             runs.append(r)
+            other = ""
+            if other_env is not None:
+                o = run_changefeed(spec, args.master, other_env, cwd, 1000 + k)
+                others.append(o)
+                other = f", --also-src {o['wall_s']:.2f}s"
             print(
-                f"  {k + 1}/{args.repeat}: bare session {b['wall_s']:.2f}s, sparkcdc run {r['wall_s']:.2f}s "
-                f"({_load()})",
+                f"  {k + 1}/{args.repeat}: bare session {b['wall_s']:.2f}s, sparkcdc run {r['wall_s']:.2f}s"
+                f"{other} ({_load()})",
                 flush=True,
             )
 
@@ -239,6 +256,14 @@ def main(argv: list[str] | None = None) -> int:
         xs = [r["phases"][name] for r in runs if name in r["phases"]]
         if xs:
             print(f"{labels[name]:50} {med(xs):>8.2f}")
+    if others:
+        o_s = med([o["wall_s"] for o in others])
+        print(f"{'sparkcdc run of --also-src':50} {o_s:>8.2f} {med([o['peak_rss'] for o in others]) / 2**20:>12.0f}")  # fmt: skip
+        for name, _ in PHASES:
+            xs = [o["phases"][name] for o in others if name in o["phases"]]
+            if xs:
+                print(f"{labels[name]:50} {med(xs):>8.2f}")
+        print(f"--also-src - bare session: {o_s - b_s:+.2f}s; ratio {o_s / b_s:.2f}x")
     print()
     print(
         f"sparkcdc run - bare session: {r_s - b_s:+.2f}s; ratio {r_s / b_s:.2f}x "

@@ -26,14 +26,15 @@ SCHEMA = "id long"
 
 
 def warm_python_workers(spark: Any, modules: Sequence[str]) -> threading.Thread:
-    """Start, in a thread, the Python processes a query's first batch runs in; import ``modules`` in each.
+    """Start, in a thread, the Python workers a query's first task runs in; import ``modules`` in each.
 
-    Each of the ``defaultParallelism`` tasks chains two ``mapInArrow`` functions, as a batch's
-    task chains the source's read and the writer: two workers a slot. A failure only costs the
-    time it would have saved.
+    One task chaining two ``mapInArrow`` functions, as a batch's task chains the source's read
+    and the writer: two workers, what a one-segment batch needs. Not one per core: on a busy
+    machine the workers a first batch may not need took the cores from the query's start
+    (bench/startup). A failure only costs the time it would have saved.
     """
     names = list(modules)
-    n = max(1, int(spark.sparkContext.defaultParallelism))
+    n = 1
 
     def load(batches: Iterator[Any]) -> Iterator[Any]:
         import importlib

@@ -349,30 +349,83 @@ def measure(name: str, spec: dict[str, Any]) -> dict[str, Any]:
             env=env,
         )
         samples: list[tuple[float, int]] = []
+        timeline: list[tuple[float, int, int]] = []
+        """(time, JVM RSS, Python processes' RSS)"""
         root = psutil.Process(p.pid)
+        at_peak: list[tuple[str, int]] = []
+        """The processes of the largest sample: (what it runs, RSS)."""
         while p.poll() is None:
-            total = 0
+            total = jvm = 0
+            here: list[tuple[str, int]] = []
             try:
                 procs = [root, *root.children(recursive=True)]
             except psutil.NoSuchProcess:
                 break
             for proc in procs:
                 try:
-                    total += proc.memory_info().rss
+                    rss = proc.memory_info().rss
+                    total += rss
+                    if proc.name() == "java":
+                        jvm += rss
+                    here.append((_label(proc), rss))
                 except psutil.NoSuchProcess:
                     pass  # a worker that just exited
-            samples.append((time.time(), total))
+            now = time.time()
+            if total > max((x for _, x in samples), default=0):
+                at_peak = here
+            samples.append((now, total))
+            timeline.append((now, jvm, total - jvm))
             time.sleep(0.1)
         if p.returncode != 0:
             raise RuntimeError(f"candidate {name} exited with {p.returncode}")
         out.seek(0)
         result = dict(json.loads(out.read().decode().strip().splitlines()[-1]))
     result["tree_peak_rss"] = max((s for _, s in samples), default=0)
+    result["timeline"] = timeline
+    result["at_peak"] = sorted(at_peak, key=lambda x: -x[1])
     for run in ("cold", "warm"):
         if run in result:
             r = result[run]
             r["tree_peak_rss"] = max((s for t, s in samples if r["t0"] <= t <= r["t1"]), default=0)
     return result
+
+
+def _label(proc: Any) -> str:
+    """What a process of the tree runs: java, or the module a Python process was started with."""
+    cmd = proc.cmdline()
+    if proc.name() == "java" or not cmd:
+        return proc.name()
+    if "-m" in cmd:
+        return " ".join(cmd[cmd.index("-m") + 1 : cmd.index("-m") + 3])
+    return " ".join(os.path.basename(c) for c in cmd[:2])
+
+
+def print_rss_timeline(e2e: dict[str, Any], step: float = 2.0) -> None:
+    """RSS of the end-to-end process tree over time: the largest sample of each ``step`` seconds."""
+    timeline = e2e["timeline"]
+    if not timeline:
+        return
+    t0 = e2e["t_begin"]
+    marks = {"cold": e2e["cold"], "warm": e2e["warm"]}
+    print()
+    print(f"RSS of the end-to-end process tree over time (largest sample of each {step:.0f} s; MB):")
+    print(f"{'s':>6} {'JVM':>6} {'Python':>7} {'total':>6}  phase")
+    k = 0
+    while k < len(timeline):
+        start = timeline[k][0]
+        bucket = []
+        while k < len(timeline) and timeline[k][0] < start + step:
+            bucket.append(timeline[k])
+            k += 1
+        top = max(bucket, key=lambda x: x[1] + x[2])
+        phase = next((n for n, r in marks.items() if r["t0"] <= top[0] <= r["t1"]), "")
+        print(
+            f"{top[0] - t0:>6.1f} {top[1] / 2**20:>6.0f} {top[2] / 2**20:>7.0f} "
+            f"{(top[1] + top[2]) / 2**20:>6.0f}  {phase}"
+        )
+    print("the processes of the largest sample (RSS MB; forked workers share pages, counted in each):")
+    for label, rss in e2e["at_peak"]:
+        print(f"  {rss / 2**20:>6.0f}  {label[:90]}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -440,6 +493,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{idle['delivered']} delivered): median {idle['median_s'] * 1000:.0f} ms, "
             f"p90 {idle['p90_s'] * 1000:.0f} ms, max {idle['max_s'] * 1000:.0f} ms (COMMIT -> batch committed)"
         )
+    print_rss_timeline(e2e)
     got = (("cold", cold), ("warm", warm), ("capture", cap), ("python-mysql-replication", pmr))
     mismatched = [n for n, r in got if r["rows"] != w["rows"]]
     if mismatched:

@@ -33,20 +33,11 @@ from sparkcdc.pipeline.state import (
     check_executors_see,
     spark_checkpoint_location,
 )
-from sparkcdc.pipeline.warmup import warm_python_workers
 from sparkcdc.pipeline.writer import BatchResult, BatchWriter
 from sparkcdc.sink import create_sink
 from sparkcdc.sink.base import Sink
 
 log = logging.getLogger(__name__)
-
-WORKER_MODULES = (
-    "pyarrow",
-    "sparkcdc.pipeline.source",
-    "sparkcdc.pipeline.writer",
-    "sparkcdc.capture.reader",
-)
-"""What a batch's tasks import (the sink's module is added): the warm-up imports it before the first batch."""
 
 
 @dataclass
@@ -369,9 +360,6 @@ def start_changefeed(
             if spec.meta_uri
             else None,
         )
-    # While the query starts (its source's Python runner, the batch's plan), the executors' Python
-    # workers start and import what the batch's tasks run.
-    warm_python_workers(spark, (*WORKER_MODULES, type(sink).__module__))
     t_query = time.monotonic()
     df = (
         spark.readStream.format("sparkcdc_binlog")

@@ -40,6 +40,7 @@ from .workload import (
     assert_tables_equal,
     create_tables,
     replay_once,
+    run_args,
     tso,
     wait_for,
 )
@@ -121,22 +122,7 @@ def _config(tmp_path: Path, schema: str, extra: str = "") -> Path:
 def _run_args(
     cluster: LocalSparkCluster, upstream: str, sink_uri: str, config: Path, cid: str, data_dir: str
 ) -> list[str]:
-    return [
-        "run",
-        "--upstream-uri",
-        upstream,
-        "--sink-uri",
-        sink_uri,
-        "--config",
-        str(config),
-        "-c",
-        cid,
-        "--data-dir",
-        data_dir,
-        "--master",
-        cluster.master_url,
-        "--no-progress",
-    ]
+    return run_args(upstream, sink_uri, cid, data_dir, config=config, master=cluster.master_url)
 
 
 def _stop(run: CliProcess, delivered: Callable[[int], bool] | None, target: int) -> None:

@@ -27,6 +27,7 @@ from .workload import (
     assert_tables_equal,
     create_tables,
     replay_once,
+    run_args,
     tso,
     wait_for,
 )
@@ -57,24 +58,15 @@ def test_state_in_s3_survives_a_kill_and_a_lost_spark_checkpoint(
         '[snapshot]\nmode = "initial"\nchunk-size = 20\n'
     )
     spark_root = tmp_path / "spark-checkpoints"
-    common = [
-        "run",
-        "--upstream-uri",
+    common = run_args(
         mariadb.uri,
-        "--sink-uri",
         sink_uri,
-        "--config",
-        str(config),
-        "-c",
         CHANGEFEED,
-        "--data-dir",
         data_dir,
-        "--master",
-        "local[2]",
-        "--no-progress",
         "--spark-conf",
         f"spark.sql.streaming.checkpointLocation={spark_root}",
-    ]
+        config=config,
+    )
     run1 = CliProcess(common, tmp_path / "run1.log")
     load = SteadyLoad(mariadb, SCHEMA, pause=0.05)
     try:

@@ -27,7 +27,7 @@ from sparkcdc.services.mariadb import LocalMariaDB
 from sparkcdc.services.tansu import LocalTansu
 from sparkcdc.sink.storage.sink import METADATA_MIN_INTERVAL
 
-from .workload import CliProcess, tso, wait_for
+from .workload import CliProcess, run_args, tso, wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration, pytest.mark.spark]
 
@@ -45,22 +45,9 @@ class Changefeed:
         self.data_dir = tmp_path / "data"
         config = tmp_path / "cf.toml"
         config.write_text(f'[filter]\nrules = ["{schema}.*"]\n[sink.csv]\ninclude-commit-ts = true\n')
-        self.args = [
-            "run",
-            "--upstream-uri",
-            mariadb.uri,
-            "--sink-uri",
-            f"file://{self.sink}?protocol=csv",
-            "--config",
-            str(config),
-            "-c",
-            name,
-            "--data-dir",
-            str(self.data_dir),
-            "--master",
-            "local[2]",
-            "--no-progress",
-        ]
+        self.args = run_args(
+            mariadb.uri, f"file://{self.sink}?protocol=csv", name, self.data_dir, config=config
+        )
         self.logs = tmp_path
 
     def start(self, run: str) -> CliProcess:
@@ -297,22 +284,13 @@ def test_an_idle_kafka_changefeed_sends_watermarks_that_follow_the_clock(
     topic = "idle-" + uuid.uuid4().hex[:8]
     config = tmp_path / "cf.toml"
     config.write_text(f'[filter]\nrules = ["{schema}.*"]\n')
-    args = [
-        "run",
-        "--upstream-uri",
+    args = run_args(
         mariadb.uri,
-        "--sink-uri",
         tansu.sink_uri(topic, "protocol=canal-json&enable-tidb-extension=true&partition-num=1"),
-        "--config",
-        str(config),
-        "-c",
         "e2e-idle-kafka",
-        "--data-dir",
-        str(tmp_path / "data"),
-        "--master",
-        "local[2]",
-        "--no-progress",
-    ]
+        tmp_path / "data",
+        config=config,
+    )
     proc = CliProcess(args, tmp_path / "run.log")
     consumer = Consumer(
         {

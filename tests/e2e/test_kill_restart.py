@@ -39,6 +39,7 @@ from .workload import (
     assert_tables_equal,
     create_tables,
     replay_once,
+    run_args,
     tso,
     wait_for,
 )
@@ -88,22 +89,7 @@ def test_kill9_mid_stream_then_restart_loses_nothing(
     config = tmp_path / "cf.toml"
     config.write_text(f'[filter]\nrules = ["{SCHEMA}.*"]\n[sink.csv]\ninclude-commit-ts = true\n')
     sink_uri = f"file://{sink}?protocol=csv"
-    common = [
-        "run",
-        "--upstream-uri",
-        mariadb.uri,
-        "--sink-uri",
-        sink_uri,
-        "--config",
-        str(config),
-        "-c",
-        CHANGEFEED,
-        "--data-dir",
-        str(data_dir),
-        "--master",
-        "local[2]",
-        "--no-progress",
-    ]
+    common = run_args(mariadb.uri, sink_uri, CHANGEFEED, data_dir, config=config)
 
     t0 = time.monotonic()
     marks: dict[str, float] = {}

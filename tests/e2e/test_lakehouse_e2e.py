@@ -40,6 +40,7 @@ from .workload import (
     create_tables,
     list_tables,
     q,
+    run_args,
     tso,
 )
 
@@ -253,22 +254,7 @@ def test_snapshot_stream_ddl_and_kill9_mid_commit(
     sink_uri = f"{fmt}://{root}?mode={mode}"
     if fmt == "delta" and mode == "upsert":
         sink_uri = f"delta://{root}"
-    common = [
-        "run",
-        "--upstream-uri",
-        mariadb.uri,
-        "--sink-uri",
-        sink_uri,
-        "--config",
-        str(config),
-        "-c",
-        f"lake-{fmt}",
-        "--data-dir",
-        str(tmp_path / "data"),
-        "--master",
-        "local[2]",
-        "--no-progress",
-    ]
+    common = run_args(mariadb.uri, sink_uri, f"lake-{fmt}", tmp_path / "data", config=config)
     t0 = time.monotonic()
     run1 = CrashingRun(CRASH_AFTER, common, tmp_path / "run1.log")
     try:

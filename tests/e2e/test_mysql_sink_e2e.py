@@ -18,7 +18,7 @@ import pytest
 from sparkcdc.services.common import wait_until
 from sparkcdc.services.mariadb import LocalMariaDB
 
-from .workload import CliProcess, mixed_rounds, round_tables_sql, table_rows
+from .workload import CliProcess, mixed_rounds, round_tables_sql, run_args, table_rows
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration, pytest.mark.spark]
 
@@ -38,24 +38,15 @@ def test_mysql_sink_e2e_with_ddl_and_kill9(
     mariadb.execute(f"DROP DATABASE IF EXISTS {DB}")
     config = tmp_path / "cf.toml"
     config.write_text(f'[filter]\nrules = ["{DB}.*"]\n')
-    args = [
-        "run",
-        "--upstream-uri",
+    args = run_args(
         mariadb.uri,
-        "--sink-uri",
         f"mysql://root:@127.0.0.1:{downstream.port}/?worker-count=4&max-txn-row=64",
-        "--config",
-        str(config),
-        "-c",
         "e2e-mysql",
-        "--data-dir",
-        str(tmp_path / "data"),
-        "--master",
-        "local[2]",
-        "--no-progress",
+        tmp_path / "data",
         "--trigger-interval",
         "300 milliseconds",
-    ]
+        config=config,
+    )
     run1 = CliProcess(args, tmp_path / "run1.log")
     try:
         run1.wait_started()

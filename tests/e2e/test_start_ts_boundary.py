@@ -20,7 +20,7 @@ from sparkcdc.capture.start import head_offset
 from sparkcdc.capture.upstream import UpstreamConfig
 from sparkcdc.services.mariadb import LocalMariaDB
 
-from .workload import CliProcess, tso
+from .workload import CliProcess, run_args, tso
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 
@@ -48,22 +48,14 @@ def test_nothing_at_or_before_start_ts_is_delivered_and_a_reached_target_is_refu
     sink = tmp_path / "sink"
     config = tmp_path / "cf.toml"
     config.write_text(f'[filter]\nrules = ["{fresh_db}.*"]\n[sink.csv]\ninclude-commit-ts = true\n')
-    common = [
-        "run",
-        "--upstream-uri",
+    common = run_args(
         mariadb.uri,
-        "--sink-uri",
         f"file://{sink}?protocol=csv",
-        "--config",
-        str(config),
-        "-c",
         "start-ts-boundary",
-        "--data-dir",
-        str(tmp_path / "data"),
-        "--master",
-        "local[1]",
-        "--no-progress",
-    ]
+        tmp_path / "data",
+        config=config,
+        master="local[1]",
+    )
     run = CliProcess(
         [*common, "--start-ts", str(start_ts), "--target-ts", str(target_ts)], tmp_path / "run.log"
     )

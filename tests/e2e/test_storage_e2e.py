@@ -26,7 +26,17 @@ import pytest
 from sparkcdc.services.mariadb import LocalMariaDB
 from sparkcdc.services.s3 import LocalS3
 
-from .workload import ACCOUNTS, ALL_TYPES, TABLES, CliProcess, assert_tables_equal, run_cli, run_workload, tso
+from .workload import (
+    ACCOUNTS,
+    ALL_TYPES,
+    TABLES,
+    CliProcess,
+    assert_tables_equal,
+    run_args,
+    run_cli,
+    run_workload,
+    tso,
+)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration, pytest.mark.spark]
 
@@ -90,28 +100,20 @@ def replicated(
     try:
         for name, out in outputs.items():
             procs[name] = CliProcess(
-                [
-                    "run",
-                    "--upstream-uri",
+                run_args(
                     mariadb.uri,
-                    "--sink-uri",
                     out.uri,
-                    "--config",
-                    str(out.config),
+                    f"e2e-storage-{name}",
+                    root / "state",
                     "--start-ts",
                     str(start_ts),
                     "--target-ts",
                     str(target_ts),
-                    "-c",
-                    f"e2e-storage-{name}",
-                    "--data-dir",
-                    str(root / "state"),
-                    "--master",
-                    "local[1]",
-                    "--no-progress",
                     "--spark-conf",
                     "spark.driver.memory=1g",
-                ],
+                    config=out.config,
+                    master="local[1]",
+                ),
                 root / f"run-{name}.log",
             )
         for name, proc in procs.items():

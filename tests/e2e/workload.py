@@ -19,7 +19,8 @@ row by row: column names and types, then all rows as server-rendered text
 ``table_rows(db, schema)`` what they poll until the downstream equals the upstream.
 
 ``CliProcess`` runs ``python -m sparkcdc.cli.main …`` in its own process group
-(``sparkcdc run`` and friends): the one child-process wrapper of the e2e tests.
+(``sparkcdc run`` and friends): the one child-process wrapper of the e2e tests; ``run_args``
+is the one ``sparkcdc run`` command line they start it with.
 """
 
 from __future__ import annotations
@@ -620,6 +621,22 @@ def table_rows(
 
 
 # -- child processes -------------------------------------------------------------------------------
+
+
+def run_args(
+    upstream_uri: str,
+    sink_uri: str,
+    changefeed: str,
+    data_dir: Path | str,
+    *extra: str,
+    config: Path | None = None,
+    master: str = "local[2]",
+) -> list[str]:
+    """``sparkcdc run`` arguments for one changefeed without the progress line; ``extra`` goes last."""
+    args = ["run", "--upstream-uri", upstream_uri, "--sink-uri", sink_uri]
+    if config is not None:
+        args += ["--config", str(config)]
+    return [*args, "-c", changefeed, "--data-dir", str(data_dir), "--master", master, "--no-progress", *extra]
 
 
 class CliProcess:

@@ -1,4 +1,4 @@
-"""What the fault tests share: a ``sparkcdc run`` command line, its checkpoint, restarts, waits."""
+"""What the fault tests share: a ``sparkcdc run``'s checkpoint, restarts, waits."""
 
 from __future__ import annotations
 
@@ -10,27 +10,6 @@ from typing import Any
 from sparkcdc.services.common import stop_process, wait_until
 from sparkcdc.services.mariadb import LocalMariaDB
 from tests.e2e.workload import CliProcess, round_tables_sql, table_rows
-
-
-def run_args(
-    upstream: LocalMariaDB, sink_uri: str, data_dir: Path, changefeed: str, *extra: str
-) -> list[str]:
-    """``sparkcdc run`` arguments for one changefeed on local[2] without the progress line."""
-    return [
-        "run",
-        "--upstream-uri",
-        upstream.uri,
-        "--sink-uri",
-        sink_uri,
-        "-c",
-        changefeed,
-        "--data-dir",
-        str(data_dir),
-        "--master",
-        "local[2]",
-        "--no-progress",
-        *extra,
-    ]
 
 
 def checkpoint(data_dir: Path, changefeed: str) -> dict[str, Any]:

@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 
 from sparkcdc.services.mariadb import LocalMariaDB
-from tests.e2e.workload import CliProcess, mixed_rounds, replay_once, tso
+from tests.e2e.workload import CliProcess, mixed_rounds, replay_once, run_args, tso
 
-from .support import assert_rows_equal, checkpoint, create_round_tables, run_args, wait_checkpoint
+from .support import assert_rows_equal, checkpoint, create_round_tables, wait_checkpoint
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e, pytest.mark.spark]
 
@@ -81,7 +81,7 @@ def test_disk_full_fails_clearly_publishes_no_partial_file_and_rerun_completes(
     )
     sink_uri = f"file://{small_disk}?protocol=csv"
     data_dir = tmp_path / "data"  # the changefeed's own state is on an ordinary disk
-    args = run_args(upstream, sink_uri, data_dir, CHANGEFEED, "--config", str(config))
+    args = run_args(upstream.uri, sink_uri, CHANGEFEED, data_dir, config=config)
 
     run = CliProcess([*args, "--start-ts", str(start_ts)], tmp_path / "run1.log")
     try:

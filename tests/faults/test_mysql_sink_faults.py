@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from sparkcdc.services.mariadb import LocalMariaDB
-from tests.e2e.workload import CliProcess, mixed_rounds, tso
+from tests.e2e.workload import CliProcess, mixed_rounds, run_args, tso
 
-from .support import assert_rows_equal, create_round_tables, restart_mariadb, run_args, wait_checkpoint
+from .support import assert_rows_equal, create_round_tables, restart_mariadb, wait_checkpoint
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e, pytest.mark.spark]
 
@@ -35,9 +35,7 @@ def test_downstream_restart_mid_batch_then_dropped_table(
     data_dir = tmp_path / "data"
     sink_uri = f"mysql://root:@127.0.0.1:{replica.port}/"
     run = CliProcess(
-        run_args(
-            upstream, sink_uri, data_dir, CHANGEFEED, "--config", str(config), "--start-ts", str(start_ts)
-        ),
+        run_args(upstream.uri, sink_uri, CHANGEFEED, data_dir, "--start-ts", str(start_ts), config=config),
         tmp_path / "run.log",
     )
     try:

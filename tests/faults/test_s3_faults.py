@@ -17,10 +17,10 @@ import pytest
 
 from sparkcdc.services.mariadb import LocalMariaDB
 from sparkcdc.services.s3 import ACCESS_KEY, REGION, SECRET_KEY, LocalS3
-from tests.e2e.workload import CliProcess, mixed_rounds, replay_once, tso, wait_for
+from tests.e2e.workload import CliProcess, mixed_rounds, replay_once, run_args, tso, wait_for
 
 from .s3_proxy import FaultyS3Proxy
-from .support import assert_rows_equal, checkpoint, create_round_tables, run_args, wait_checkpoint
+from .support import assert_rows_equal, checkpoint, create_round_tables, wait_checkpoint
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e, pytest.mark.spark]
 
@@ -58,7 +58,7 @@ def test_s3_5xx_then_deleted_bucket(
         sink_uri = _uri(proxy.endpoint, f"{BUCKET}/cdc")
         run = CliProcess(
             run_args(
-                upstream, sink_uri, data_dir, CHANGEFEED, "--config", str(config), "--start-ts", str(start_ts)
+                upstream.uri, sink_uri, CHANGEFEED, data_dir, "--start-ts", str(start_ts), config=config
             ),
             tmp_path / "run.log",
         )

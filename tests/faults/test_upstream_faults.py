@@ -19,7 +19,7 @@ import pytest
 
 from sparkcdc.services.common import stop_process, wait_until
 from sparkcdc.services.mariadb import LocalMariaDB
-from tests.e2e.workload import CliProcess, mixed_rounds, replay_once, run_cli, tso, wait_for
+from tests.e2e.workload import CliProcess, mixed_rounds, replay_once, run_args, run_cli, tso, wait_for
 from tests.integration.server.conftest import ServerProc
 
 from .support import (
@@ -27,7 +27,6 @@ from .support import (
     checkpoint,
     create_round_tables,
     restart_mariadb,
-    run_args,
     wait_checkpoint,
 )
 
@@ -60,7 +59,7 @@ def test_upstream_restart_then_long_outage_resumes_from_checkpoint(
     schema, cf = "fault_up_restart", "fault-up-restart"
     start_ts, sink_uri, config = _setup(upstream, schema, tmp_path)
     data_dir = tmp_path / "data"
-    args = run_args(upstream, sink_uri, data_dir, cf, "--config", str(config))
+    args = run_args(upstream.uri, sink_uri, cf, data_dir, config=config)
     run = CliProcess(
         [*args, "--start-ts", str(start_ts), "--error-stuck-seconds", str(RUN_STUCK_SECONDS)],
         tmp_path / "run1.log",
@@ -195,7 +194,7 @@ def test_binlog_purged_past_checkpoint_fails_with_the_file_and_the_fix(
     schema, cf = "fault_purged", "fault-purged"
     start_ts, sink_uri, config = _setup(upstream, schema, tmp_path)
     data_dir = tmp_path / "data"
-    args = run_args(upstream, sink_uri, data_dir, cf, "--config", str(config))
+    args = run_args(upstream.uri, sink_uri, cf, data_dir, config=config)
     mixed_rounds(upstream, schema, 1, 20)
     target = tso(upstream.uri)
     first = CliProcess(

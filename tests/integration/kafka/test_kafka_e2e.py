@@ -21,7 +21,7 @@ from sparkcdc.consumer.kafka import run_kafka_consumer
 from sparkcdc.services.common import wait_until
 from sparkcdc.services.mariadb import LocalMariaDB
 from sparkcdc.services.tansu import LocalTansu
-from tests.e2e.workload import CliProcess, mixed_rounds, round_tables_sql, table_rows
+from tests.e2e.workload import CliProcess, mixed_rounds, round_tables_sql, run_args, table_rows
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration, pytest.mark.spark]
 
@@ -48,24 +48,15 @@ def test_kafka_canal_json_e2e_with_ddl_and_restart(
         f'[filter]\nrules = ["{DB}.*"]\n[sink]\ndispatchers = [{{matcher = ["{DB}.*"], partition = "index-value"}}]\n'
     )
     sink_uri = tansu.sink_uri(TOPIC, "protocol=canal-json&enable-tidb-extension=true&partition-num=3")
-    args = [
-        "run",
-        "--upstream-uri",
+    args = run_args(
         mariadb.uri,
-        "--sink-uri",
         sink_uri,
-        "--config",
-        str(config),
-        "-c",
         "e2e-kafka",
-        "--data-dir",
-        str(tmp_path / "data"),
-        "--master",
-        "local[2]",
-        "--no-progress",
+        tmp_path / "data",
         "--trigger-interval",
         "300 milliseconds",
-    ]
+        config=config,
+    )
     down_uri = f"mysql://root:@127.0.0.1:{downstream.port}/"
     up_uri = tansu.sink_uri(TOPIC, "protocol=canal-json")
 

@@ -4,7 +4,9 @@ A writer buffers each transaction, splits its key-changing UPDATEs (spec §7, re
 transaction DELETE < UPDATE < INSERT), encodes every row with its table's cached route
 (``_TableRoute``: topic, partition rule, key columns, value encoder), applies the large-message
 rules and produces with delivery tracking; ``close()`` returns once the broker acknowledged every
-message. ``writer_group`` maps a Kafka (topic, partition) onto the writer group that owns it.
+message. A transaction larger than ``MAX_TXN_ROWS`` row changes is sent in chunks of that many as it
+arrives (the reorder applies within each chunk), so a writer's memory does not grow with it.
+``writer_group`` maps a Kafka (topic, partition) onto the writer group that owns it.
 """
 
 from __future__ import annotations
@@ -23,6 +25,11 @@ if TYPE_CHECKING:
     from sparkcdc.sink.kafka.sink import KafkaSink
 
 _OP_ORDER = {"D": 0, "U": 1, "I": 2}
+
+MAX_TXN_ROWS = 8192
+"""Row changes of one transaction a writer holds at most: a larger transaction is sent in chunks of
+this many, each reordered DELETE < UPDATE < INSERT on its own when it holds a split UPDATE, so a
+transaction of any size streams in bounded memory (the reorder of spec §7 is then per chunk)."""
 
 
 def writer_group(topic: str, partition: int, num_writers: int) -> int:
@@ -82,6 +89,10 @@ class KafkaPartitionWriter(PartitionWriter):
         self._txn_split = False
         self._routes: dict[tuple[str, str, int], _TableRoute] = {}
         self.rows = 0
+        self.max_txn_rows = MAX_TXN_ROWS
+        """A transaction is sent in chunks of at most this many row changes (see ``MAX_TXN_ROWS``)."""
+        self.chunks = 0
+        """Chunks sent before their transaction ended (transactions larger than ``max_txn_rows``)."""
 
     def _route_of(self, row: RowChange, table: TableInfo) -> _TableRoute:
         key = (row.schema, row.table, id(table))
@@ -109,8 +120,12 @@ class KafkaPartitionWriter(PartitionWriter):
                 for part in parts:
                     self._txn.append((part, table, tr))
                 self._txn_split = True
+                if len(self._txn) >= self.max_txn_rows:
+                    self._send_chunk()
                 return
         self._txn.append((row, table, tr))
+        if len(self._txn) >= self.max_txn_rows:
+            self._send_chunk()
 
     def write_rows(self, rows: list[RowChange], table: TableInfo) -> None:
         """``write`` for consecutive rows of one table in one transaction (one route lookup)."""
@@ -126,6 +141,11 @@ class KafkaPartitionWriter(PartitionWriter):
         tr = self._routes.get((first.schema, first.table, id(table)))
         if tr is None or tr.table is not table:
             tr = self._route_of(first, table)
+        if len(self._txn) + 2 * len(rows) > self.max_txn_rows:
+            # the chunk bound may be reached inside this list: row by row (each row checks it)
+            for row in rows:
+                self.write(row, table)
+            return
         self.rows += len(rows)
         txn = self._txn
         split = self.sink.split
@@ -140,6 +160,13 @@ class KafkaPartitionWriter(PartitionWriter):
                     self._txn_split = True
                     continue
             txn.append((row, table, tr))
+
+    def _send_chunk(self) -> None:
+        """Send the rows held of a transaction that has not ended (it outgrew ``max_txn_rows``)."""
+        ts = self._txn_ts
+        self._flush_txn()
+        self._txn_ts = ts
+        self.chunks += 1
 
     def _flush_txn(self) -> None:
         txn = self._txn

@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -79,41 +80,122 @@ def bare_session(master: str) -> dict[str, Any]:
     }
 
 
-def _watch(cmd: list[str], env: dict[str, str], cwd: str) -> tuple[int, str, float, int, float]:
-    """Run ``cmd``: exit code, stderr, wall seconds, peak RSS of its process tree, start (epoch)."""
+def _label(proc: psutil.Process, root_pid: int) -> str:
+    """What a process of the tree is: the JVM, the driver, or which of Spark's Python processes."""
+    try:
+        cmd = proc.cmdline()
+        ppid = proc.ppid()
+    except psutil.Error:
+        return "?"
+    if proc.pid == root_pid:
+        return "driver (python)"
+    if cmd and cmd[0].endswith("java"):
+        return "JVM"
+    if "pyspark.daemon" in cmd:
+        module = cmd[cmd.index("pyspark.daemon") + 1 :] or ["pyspark.worker"]
+        name = "executor" if module[0] == "pyspark.worker" else module[0].rsplit(".", 1)[-1]
+        try:
+            parent_cmd = psutil.Process(ppid).cmdline()
+        except psutil.Error:
+            parent_cmd = []
+        role = "worker" if "pyspark.daemon" in parent_cmd else "daemon"
+        return f"{name} {role}"
+    if "-m" in cmd:
+        return cmd[cmd.index("-m") + 1].rsplit(".", 1)[-1]
+    return " ".join(cmd)[:40]
+
+
+def _pss(proc: psutil.Process) -> int:
+    """Proportional set size (shared pages split among their users) from ``smaps_rollup``."""
+    try:
+        with open(f"/proc/{proc.pid}/smaps_rollup", "rb") as f:
+            for line in f:
+                if line.startswith(b"Pss:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+class TreeSampler:
+    """RSS of a process tree every ``every`` s; every ``full_every`` s also each process's RSS and PSS.
+
+    Keeps the peak of the RSS sum, the peak of the PSS sum, the processes of both peaks, and the
+    totals over time (seconds from the start, RSS, PSS) of the full samples.
+    """
+
+    def __init__(self, pid: int, every: float = 0.05, full_every: float = 0.5) -> None:
+        self.root = psutil.Process(pid)
+        self.every = every
+        self.full_every = full_every
+        self.t0 = time.time()
+        self.peak_rss = 0
+        self.peak_pss = 0
+        self.at_peak_rss: list[tuple[str, int, int]] = []
+        self.at_peak_pss: list[tuple[str, int, int]] = []
+        self.series: list[tuple[float, int, int]] = []
+        self._labels: dict[int, str] = {}
+        self._last_full = 0.0
+
+    def _procs(self) -> list[psutil.Process]:
+        return [self.root, *self.root.children(recursive=True)]
+
+    def sample(self) -> None:
+        """One sample (called every ``every`` seconds)."""
+        procs = self._procs()
+        now = time.time()
+        full = now - self._last_full >= self.full_every
+        rows: list[tuple[str, int, int]] = []
+        total = 0
+        for proc in procs:
+            try:
+                rss = proc.memory_info().rss
+            except psutil.Error:
+                continue
+            total += rss
+            if full:
+                label = self._labels.get(proc.pid)
+                if label is None:
+                    label = self._labels[proc.pid] = _label(proc, self.root.pid)
+                rows.append((label, rss, _pss(proc)))
+        if full:
+            self._last_full = now
+            pss = sum(r[2] for r in rows)
+            self.series.append((now - self.t0, total, pss))
+            if pss > self.peak_pss:
+                self.peak_pss, self.at_peak_pss = pss, rows
+            if total >= self.peak_rss:
+                self.at_peak_rss = rows
+        self.peak_rss = max(self.peak_rss, total)
+
+
+def _watch(cmd: list[str], env: dict[str, str], cwd: str) -> tuple[int, str, float, TreeSampler, float]:
+    """Run ``cmd``: exit code, stderr, wall seconds, the memory samples of its process tree, start (epoch)."""
     with tempfile.TemporaryFile() as err:
         t0 = time.time()
         p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, env=env, cwd=cwd)
-        root = psutil.Process(p.pid)
-        peak = 0
+        sampler = TreeSampler(p.pid)
         while p.poll() is None:
-            total = 0
             try:
-                procs = [root, *root.children(recursive=True)]
+                sampler.sample()
             except psutil.NoSuchProcess:
                 break
-            for proc in procs:
-                try:
-                    total += proc.memory_info().rss
-                except psutil.NoSuchProcess:
-                    pass
-            peak = max(peak, total)
-            time.sleep(0.05)
+            time.sleep(sampler.every)
         p.wait()
         wall = time.time() - t0
         err.seek(0)
-        return p.returncode, err.read().decode(errors="replace"), wall, peak, t0
+        return p.returncode, err.read().decode(errors="replace"), wall, sampler, t0
 
 
 def run_bare(master: str, env: dict[str, str], cwd: str) -> dict[str, Any]:
     """The baseline in a fresh process."""
-    rc, err, wall, peak, _ = _watch(
+    rc, err, wall, mem, _ = _watch(
         [sys.executable, str(Path(__file__).resolve()), "--bare", "--master", master], env, cwd
     )
     if rc != 0:
         raise RuntimeError(f"bare Spark session exited with {rc}: {err[-2000:]}")
     line = [x for x in err.splitlines() if x.startswith("{")][-1]
-    return dict(json.loads(line), wall_s=wall, peak_rss=peak)
+    return dict(json.loads(line), wall_s=wall, peak_rss=mem.peak_rss, peak_pss=mem.peak_pss, mem=mem)
 
 
 def _phases(log: str, t0: float) -> dict[str, float]:
@@ -131,9 +213,14 @@ def _phases(log: str, t0: float) -> dict[str, float]:
 
 
 def run_changefeed(
-    spec: dict[str, Any], master: str, env: dict[str, str], cwd: str, k: int
+    spec: dict[str, Any],
+    master: str,
+    env: dict[str, str],
+    cwd: str,
+    k: int,
+    spark_conf: list[str] | None = None,
 ) -> dict[str, Any]:
-    """One ``sparkcdc run`` of the one-row range, as a user runs it."""
+    """One ``sparkcdc run`` of the prepared range, as a user runs it."""
     out = f"{cwd}/out{k}"
     cmd = [
         sys.executable,
@@ -158,23 +245,76 @@ def run_changefeed(
         master,
         "--no-progress",
     ]
-    rc, err, wall, peak, t0 = _watch(cmd, env, cwd)
+    for kv in spark_conf or []:
+        cmd += ["--spark-conf", kv]
+    rc, err, wall, mem, t0 = _watch(cmd, env, cwd)
     if rc != 0:
         raise RuntimeError(f"sparkcdc run exited with {rc}: {err[-3000:]}")
-    records = 0
-    for dirpath, _, files in os.walk(out):
-        for name in files:
-            if name.endswith(".csv"):
-                records += Path(dirpath, name).read_bytes().count(b"\n")
-    if records != 1:
-        raise RuntimeError(f"sparkcdc run wrote {records} CSV records, expected 1")
+    check_output(out, spec["rows"])
+    shutil.rmtree(out, ignore_errors=True)
     phases = {k: v for k, v in _phases(err, t0).items() if v < wall}
-    return {"wall_s": wall, "peak_rss": peak, "phases": phases}
+    return {"wall_s": wall, "peak_rss": mem.peak_rss, "peak_pss": mem.peak_pss, "mem": mem, "phases": phases}
+
+
+def check_output(out: str, rows: int) -> None:
+    """The CSV records are the committed rows: ids 1..rows, each once, in order within each file."""
+    ids: list[int] = []
+    for dirpath, _, files in os.walk(out):
+        for name in sorted(files):
+            if name.endswith(".csv"):
+                with open(Path(dirpath, name), "rb") as f:
+                    for line in f:
+                        # "I","t","bench",<id>,"<v>" (v has no comma)
+                        ids.append(int(line.split(b",")[-2]))
+    if len(ids) != rows or ids != list(range(1, rows + 1)):
+        raise RuntimeError(f"sparkcdc run wrote {len(ids)} CSV records, expected ids 1..{rows} in order")
 
 
 def _load() -> str:
     one, five, _ = os.getloadavg()
     return f"load average {one:.2f} (1 min), {five:.2f} (5 min)"
+
+
+def _fmt_procs(rows: list[tuple[str, int, int]]) -> list[str]:
+    """Processes of one sample grouped by label: count, RSS MB, PSS MB (largest first)."""
+    groups: dict[str, list[int]] = {}
+    for label, rss, pss in rows:
+        g = groups.setdefault(label, [0, 0, 0])
+        g[0] += 1
+        g[1] += rss
+        g[2] += pss
+    out = []
+    for label, (n, rss, pss) in sorted(groups.items(), key=lambda kv: -kv[1][1]):
+        out.append(f"    {label + (f' x{n}' if n > 1 else ''):44} {rss / 2**20:>8.0f} {pss / 2**20:>8.0f}")
+    out.append(
+        f"    {'total':44} {sum(r[1] for r in rows) / 2**20:>8.0f} {sum(r[2] for r in rows) / 2**20:>8.0f}"
+    )
+    return out
+
+
+def _print_memory(title: str, r: dict[str, Any]) -> None:
+    mem: TreeSampler = r["mem"]
+    print(f"{title}: peak RSS {mem.peak_rss / 2**20:.0f} MB, peak PSS {mem.peak_pss / 2**20:.0f} MB")
+    print(f"    {'process (at the peak of the PSS sum)':44} {'RSS MB':>8} {'PSS MB':>8}")
+    for line in _fmt_procs(mem.at_peak_pss):
+        print(line)
+    step = max(1, len(mem.series) // 12)
+    series = ", ".join(f"{t:.0f}s {rss / 2**20:.0f}/{pss / 2**20:.0f}" for t, rss, pss in mem.series[::step])
+    print(f"    over time (s RSS/PSS MB): {series}")
+
+
+def make_range(db: Any, up: Any, txn_rows: int) -> dict[str, Any]:
+    """Commit ``txn_rows`` rows (ids 1..n) in one transaction between two ``query_tso`` calls."""
+    from sparkcdc.capture.start import query_tso
+
+    db.execute("CREATE DATABASE bench", "CREATE TABLE bench.t (id INT PRIMARY KEY, v VARCHAR(16))")
+    start_ts = query_tso(up)
+    if txn_rows == 1:
+        db.execute("INSERT INTO bench.t VALUES (1, 'one')")
+    else:
+        # MariaDB's SEQUENCE engine: one INSERT, one transaction, n rows.
+        db.execute(f"INSERT INTO bench.t SELECT seq, CONCAT('row-', seq) FROM seq_1_to_{txn_rows}")
+    return {"uri": db.uri, "start_ts": start_ts, "target_ts": query_tso(up), "rows": txn_rows}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -188,13 +328,34 @@ def main(argv: list[str] | None = None) -> int:
         help="also run the changefeed with another checkout's src directory first on PYTHONPATH "
         "(e.g. a `git archive` of an older commit), alternating with this one, to compare them",
     )
+    ap.add_argument(
+        "--variant-conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="also run the changefeed with this --spark-conf (repeatable), alternating, to measure a setting alone",
+    )
+    ap.add_argument(
+        "--variant-env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="the variant run also gets this environment variable (repeatable)",
+    )
+    ap.add_argument(
+        "--txn-rows",
+        type=int,
+        default=1,
+        help="rows of the one transaction the changefeed replicates (default 1; e.g. 1000000 for the "
+        "memory of one large transaction)",
+    )
+    ap.add_argument("--no-bare", action="store_true", help="skip the bare session (memory runs)")
     ap.add_argument("--bare", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.bare:
         print(json.dumps(bare_session(args.master)), file=sys.stderr, flush=True)
         return 0
 
-    from sparkcdc.capture.start import query_tso
     from sparkcdc.capture.upstream import UpstreamConfig
     from sparkcdc.services.mariadb import LocalMariaDB
 
@@ -205,71 +366,94 @@ def main(argv: list[str] | None = None) -> int:
         other_env = dict(
             env, PYTHONPATH=os.pathsep.join([os.path.abspath(args.also_src), env.get("PYTHONPATH", "")])
         )
+    variant = bool(args.variant_conf or args.variant_env)
+    variant_env = dict(env, **dict(kv.split("=", 1) for kv in args.variant_env))
     bare: list[dict[str, Any]] = []
     runs: list[dict[str, Any]] = []
     others: list[dict[str, Any]] = []
+    variants: list[dict[str, Any]] = []
     loads: list[float] = []
     with LocalMariaDB() as db, tempfile.TemporaryDirectory(prefix="bench-startup-") as cwd:
-        db.execute("CREATE DATABASE bench", "CREATE TABLE bench.t (id INT PRIMARY KEY, v VARCHAR(16))")
-        up = UpstreamConfig.from_uri(db.uri)
-        start_ts = query_tso(up)
-        db.execute("INSERT INTO bench.t VALUES (1, 'one')")
-        spec = {"uri": db.uri, "start_ts": start_ts, "target_ts": query_tso(up)}
-        print(f"cores: {os.cpu_count()}; Spark master {args.master}; {_load()}", flush=True)
+        spec = make_range(db, UpstreamConfig.from_uri(db.uri), args.txn_rows)
+        print(
+            f"cores: {os.cpu_count()}; Spark master {args.master}; one transaction of {args.txn_rows} rows; "
+            f"{_load()}",
+            flush=True,
+        )
         for k in range(args.repeat):
             loads.append(os.getloadavg()[0])
-            b = run_bare(args.master, env, cwd)
+            line = []
+            if not args.no_bare:
+                b = run_bare(args.master, env, cwd)
+                bare.append(b)
+                line.append(f"bare session {b['wall_s']:.2f}s")
             r = run_changefeed(spec, args.master, env, cwd, k)
-            bare.append(b)
             runs.append(r)
-            other = ""
+            line.append(f"sparkcdc run {r['wall_s']:.2f}s ({r['peak_rss'] / 2**20:.0f} MB)")
             if other_env is not None:
                 o = run_changefeed(spec, args.master, other_env, cwd, 1000 + k)
                 others.append(o)
-                other = f", --also-src {o['wall_s']:.2f}s"
-            print(
-                f"  {k + 1}/{args.repeat}: bare session {b['wall_s']:.2f}s, sparkcdc run {r['wall_s']:.2f}s"
-                f"{other} ({_load()})",
-                flush=True,
-            )
+                line.append(f"--also-src {o['wall_s']:.2f}s ({o['peak_rss'] / 2**20:.0f} MB)")
+            if variant:
+                v = run_changefeed(spec, args.master, variant_env, cwd, 2000 + k, args.variant_conf)
+                variants.append(v)
+                line.append(f"variant {v['wall_s']:.2f}s ({v['peak_rss'] / 2**20:.0f} MB)")
+            print(f"  {k + 1}/{args.repeat}: {', '.join(line)} ({_load()})", flush=True)
 
     def med(xs: list[float]) -> float:
         return statistics.median(xs) if xs else float("nan")
 
-    b_s = med([b["wall_s"] for b in bare])
-    r_s = med([r["wall_s"] for r in runs])
-    print()
-    print(f"{'measure (median of ' + str(args.repeat) + ')':50} {'seconds':>8} {'peak RSS MB':>12}")
-    print("-" * 72)
-    print(f"{'bare Spark session: start, count, stop':50} {b_s:>8.2f} {med([b['peak_rss'] for b in bare]) / 2**20:>12.0f}")  # fmt: skip
-    print(f"{'  of which session start (import .. getOrCreate)':50} {med([b['import_s'] + b['session_s'] for b in bare]):>8.2f}")  # fmt: skip
-    print(f"{'  of which count':50} {med([b['count_s'] for b in bare]):>8.2f}")
-    print(f"{'  of which stop':50} {med([b['stop_s'] for b in bare]):>8.2f}")
-    print(f"{'sparkcdc run, one row, new changefeed':50} {r_s:>8.2f} {med([r['peak_rss'] for r in runs]) / 2**20:>12.0f}")  # fmt: skip
     labels = {
         "spark": "  Spark session up (from the process start)",
         "query": "  streaming query started",
         "batch": "  first batch committed",
         "target": "  target-ts reached",
     }
-    for name, _ in PHASES:
-        xs = [r["phases"][name] for r in runs if name in r["phases"]]
-        if xs:
-            print(f"{labels[name]:50} {med(xs):>8.2f}")
-    if others:
-        o_s = med([o["wall_s"] for o in others])
-        print(f"{'sparkcdc run of --also-src':50} {o_s:>8.2f} {med([o['peak_rss'] for o in others]) / 2**20:>12.0f}")  # fmt: skip
+
+    def report(title: str, rs: list[dict[str, Any]]) -> float:
+        s = med([r["wall_s"] for r in rs])
+        rss, pss = med([r["peak_rss"] for r in rs]) / 2**20, med([r["peak_pss"] for r in rs]) / 2**20
+        print(f"{title:50} {s:>8.2f} {rss:>8.0f} {pss:>8.0f}")
         for name, _ in PHASES:
-            xs = [o["phases"][name] for o in others if name in o["phases"]]
+            xs = [r["phases"][name] for r in rs if name in r["phases"]]
             if xs:
                 print(f"{labels[name]:50} {med(xs):>8.2f}")
-        print(f"--also-src - bare session: {o_s - b_s:+.2f}s; ratio {o_s / b_s:.2f}x")
+        return s
+
     print()
-    print(
-        f"sparkcdc run - bare session: {r_s - b_s:+.2f}s; ratio {r_s / b_s:.2f}x "
-        f"(target: within +2 s: {'met' if r_s - b_s <= 2.0 else 'not met'}); "
-        f"load average 1 min during the runs: {min(loads):.2f}-{max(loads):.2f}"
-    )
+    print(f"{'measure (median of ' + str(args.repeat) + ')':50} {'seconds':>8} {'peak RSS':>8} {'PSS MB':>8}")
+    print("-" * 78)
+    b_s = float("nan")
+    if bare:
+        b_s = med([b["wall_s"] for b in bare])
+        print(f"{'bare Spark session: start, count, stop':50} {b_s:>8.2f} {med([b['peak_rss'] for b in bare]) / 2**20:>8.0f} {med([b['peak_pss'] for b in bare]) / 2**20:>8.0f}")  # fmt: skip
+        print(f"{'  of which session start (import .. getOrCreate)':50} {med([b['import_s'] + b['session_s'] for b in bare]):>8.2f}")  # fmt: skip
+        print(f"{'  of which count':50} {med([b['count_s'] for b in bare]):>8.2f}")
+        print(f"{'  of which stop':50} {med([b['stop_s'] for b in bare]):>8.2f}")
+    r_s = report(f"sparkcdc run, {args.txn_rows} row(s), new changefeed", runs)
+    if others:
+        o_s = report("sparkcdc run of --also-src", others)
+        print(f"--also-src - bare session: {o_s - b_s:+.2f}s; ratio {o_s / b_s:.2f}x")
+    if variants:
+        v_s = report("sparkcdc run, variant", variants)
+        print(f"variant - bare session: {v_s - b_s:+.2f}s; ratio {v_s / b_s:.2f}x")
+    print()
+    if bare:
+        _print_memory("bare session (last run)", bare[-1])
+    _print_memory("sparkcdc run (last run)", runs[-1])
+    if others:
+        _print_memory("--also-src (last run)", others[-1])
+    if variants:
+        _print_memory(f"variant {' '.join(args.variant_conf + args.variant_env)} (last run)", variants[-1])
+    print()
+    if bare:
+        print(
+            f"sparkcdc run - bare session: {r_s - b_s:+.2f}s; ratio {r_s / b_s:.2f}x "
+            f"(target: within +2 s: {'met' if r_s - b_s <= 2.0 else 'not met'}); "
+            f"load average 1 min during the runs: {min(loads):.2f}-{max(loads):.2f}"
+        )
+    else:
+        print(f"load average 1 min during the runs: {min(loads):.2f}-{max(loads):.2f}")
     return 0
 
 

@@ -1,4 +1,4 @@
-"""Build of the C extensions (row decoder, canal-json renderer); everything else is in pyproject.toml."""
+"""Build of the C extensions (row decoder, snapshot row reader, canal-json renderer); everything else is in pyproject.toml."""
 
 from setuptools import Extension, setup
 
@@ -7,6 +7,11 @@ setup(
         Extension(
             "sparkcdc.capture._rowdecode",
             sources=["src/sparkcdc/capture/_rowdecode.c"],
+            extra_compile_args=["-O2", "-Wall"],
+        ),
+        Extension(
+            "sparkcdc.capture._textrows",
+            sources=["src/sparkcdc/capture/_textrows.c"],
             extra_compile_args=["-O2", "-Wall"],
         ),
         Extension(

@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 
 PY=${PYTHON:-python3}
 need_apt=()
-command -v gcc >/dev/null 2>&1 || need_apt+=(gcc)  # the C extensions (capture/_rowdecode.c, codec/_canaljson.c)
+command -v gcc >/dev/null 2>&1 || need_apt+=(gcc)  # the C extensions (capture/_rowdecode.c, capture/_textrows.c, codec/_canaljson.c)
 "$PY" -c 'import sysconfig,os,sys;sys.exit(not os.path.exists(sysconfig.get_paths()["include"]+"/Python.h"))' \
   || need_apt+=(python3-dev)
 command -v mariadbd >/dev/null 2>&1 || [ -x /usr/sbin/mariadbd ] || need_apt+=(mariadb-server mariadb-client)
@@ -31,6 +31,7 @@ fi
 stamp=.venv/.sparkcdc-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ setup.py -nt "$stamp" ] \
   || [ src/sparkcdc/capture/_rowdecode.c -nt "$stamp" ] || ! ls src/sparkcdc/capture/_rowdecode*.so >/dev/null 2>&1 \
+  || [ src/sparkcdc/capture/_textrows.c -nt "$stamp" ] || ! ls src/sparkcdc/capture/_textrows*.so >/dev/null 2>&1 \
   || [ src/sparkcdc/codec/_canaljson.c -nt "$stamp" ] || ! ls src/sparkcdc/codec/_canaljson*.so >/dev/null 2>&1; then
   .venv/bin/python -m pip install -q --upgrade pip
   .venv/bin/python -m pip install -q -e '.[dev]'

@@ -235,6 +235,178 @@ class RowConverter:
         return tuple(row[i] for i in self.key_index)
 
 
+# --------------------------------------------------------------------------- rows parsed in C
+
+try:
+    from sparkcdc.capture import _textrows
+except ImportError as _exc:  # not built (a source checkout without the compile step)
+    _textrows = None  # type: ignore[assignment]
+    log.warning(
+        "the C row reader (sparkcdc.capture._textrows) is unavailable: %s; reading rows with PyMySQL", _exc
+    )
+
+_INT_FIELDS = frozenset({1, 2, 3, 8, 9, 13})  # TINY, SHORT, LONG, LONGLONG, INT24, YEAR
+_TEXT_FIELDS = frozenset({7, 10, 11, 12, 14, 245, 247, 248})  # temporal types, JSON, ENUM, SET
+_STRING_FIELDS = frozenset({15, 16, 249, 250, 251, 252, 253, 254, 255})  # PyMySQL's TEXT_TYPES
+_BINARY_CHARSET = 63
+
+
+def text_kinds(
+    fields: Sequence[Any], info: TableInfo, time_zone: str
+) -> tuple[tuple[int, ...], tuple[Any, ...]] | None:
+    """How ``_textrows`` converts each column of ``SELECT select_list(info)``; None when it cannot.
+
+    The kinds give what PyMySQL (with ``reader_conv``) then ``RowConverter`` give: the field type
+    chooses the parsing (integers, floats, decimals, text or bytes by the field's charset), the
+    column type the binlog decoder's value (BIT as int, FLOAT as float32, TIMESTAMP in the time zone).
+    """
+    t = _textrows
+    if t is None or len(fields) != len(info.columns):
+        return None
+    ts = _timestamp_in(time_zone)
+    kinds: list[int] = []
+    objs: list[Any] = []
+    for f, c in zip(fields, info.columns, strict=True):
+        ft, obj = int(f.type_code), None
+        if c.type == "bit":
+            kind = t.T_BIT if ft == 16 and f.charsetnr == _BINARY_CHARSET else -1
+        elif c.type == "float":
+            kind = t.T_FLOAT32 if ft in (4, 5) else -1
+        elif c.type == "timestamp" and ts is not None:
+            kind, obj = t.T_CALL, ts
+        elif ft in (0, 246):
+            kind, obj = t.T_DECIMAL, Decimal
+        elif ft in _INT_FIELDS:
+            kind = t.T_INT
+        elif ft in (4, 5):
+            kind = t.T_DOUBLE
+        elif ft in _TEXT_FIELDS:
+            kind = t.T_TEXT
+        elif ft in _STRING_FIELDS:
+            kind = t.T_BYTES if f.charsetnr == _BINARY_CHARSET else t.T_TEXT
+        else:
+            kind = -1
+        if kind == t.T_TEXT and (c.is_binary or c.type == "geometry"):
+            kind = -1  # the reference would fail on it too: not a shape the reader knows
+        if kind < 0:
+            return None
+        kinds.append(kind)
+        objs.append(obj)
+    return tuple(kinds), tuple(objs)
+
+
+class TextRowReader:
+    """Reads ``SELECT select_list(info)`` results with the C row parser (``_textrows``).
+
+    PyMySQL sends the statement and reads the column definitions; the row packets are then
+    read from its buffered socket file in large blocks and split and converted in C, to the
+    values ``RowConverter.convert`` gives for PyMySQL's rows (its reference). ``usable`` is False
+    when the C parser is not built, when the connection does not use utf8mb4, or when a key
+    column's value is converted (BIT, TIMESTAMP in another time zone), since the next chunk's
+    lower bound is the last row's key as read.
+    """
+
+    BLOCK = 1 << 18
+
+    def __init__(self, info: TableInfo, time_zone: str = "UTC") -> None:
+        self.info = info
+        self.time_zone = time_zone
+        self._kinds: tuple[tuple[int, ...], tuple[Any, ...]] | None = None
+        ts_key = _timestamp_in(time_zone) is not None and any(
+            info.column(k).type == "timestamp" for k in info.handle_key
+        )
+        bit_key = any(info.column(k).type == "bit" for k in info.handle_key)
+        self.usable = _textrows is not None and not ts_key and not bit_key
+
+    def select(self, conn: Any, sql: str) -> list[tuple[Any, ...]]:
+        """Every row of one SELECT of ``select_list(info)`` (``sql`` has its parameters in it)."""
+        from pymysql.protocol import MysqlPacket
+
+        t = _textrows
+        assert t is not None
+        conn.query(sql, unbuffered=True)
+        result = conn._result
+        kinds = self._kinds
+        if kinds is None:
+            kinds = text_kinds(result.fields, self.info, self.time_zone)
+            if kinds is None:
+                raise SchemaError(f"the C row reader cannot read {self.info.schema}.{self.info.table}")
+            self._kinds = kinds
+        ks, objs = kinds
+        rfile = conn._rfile
+        seq = conn._next_seq_id
+        rows: list[tuple[Any, ...]] = []
+        data = b""
+        pos = 0
+        try:
+            while True:
+                got, pos, seq, state = t.parse_rows(data, pos, seq, ks, objs)
+                rows += got
+                if state == t.S_EOF:
+                    if pos != len(data):
+                        raise ValueError(f"{len(data) - pos} bytes after the end of a result set")
+                    break
+                if state == t.S_MORE:
+                    data = data[pos:] + self._read(conn, rfile)
+                    pos = 0
+                    continue
+                # An error packet or a row of several packets: read whole packets, then handle them.
+                payload, data, pos, seq = self._whole_payload(conn, rfile, data, pos, seq)
+                if state == t.S_ERROR:
+                    result.unbuffered_active = False
+                    MysqlPacket(payload, conn.encoding).raise_for_error()
+                rows.append(t.parse_row(payload, ks, objs))
+        except (ValueError, TypeError, UnicodeError, ArithmeticError) as exc:
+            conn._force_close()  # the stream is out of step: the connection cannot be reused
+            raise SchemaError(f"cannot read rows of {self.info.schema}.{self.info.table}: {exc}") from exc
+        except BaseException:
+            if result.unbuffered_active:
+                conn._force_close()
+            raise
+        conn._next_seq_id = seq
+        result.unbuffered_active = False
+        result.has_next = False
+        result.connection = None
+        return rows
+
+    def _read(self, conn: Any, rfile: Any) -> bytes:
+        import pymysql
+
+        try:
+            block = rfile.read1(self.BLOCK)
+        except OSError as exc:
+            conn._force_close()
+            raise pymysql.err.OperationalError(
+                2013, f"Lost connection to MySQL server during query ({exc})"
+            ) from exc
+        if not block:
+            conn._force_close()
+            raise pymysql.err.OperationalError(2013, "Lost connection to MySQL server during query")
+        return bytes(block)
+
+    def _whole_payload(
+        self, conn: Any, rfile: Any, data: bytes, pos: int, seq: int
+    ) -> tuple[bytes, bytes, int, int]:
+        """The payload of the (possibly multi-packet) packet at ``data[pos:]``; the data and position after it."""
+        assert _textrows is not None
+        parts: list[bytes] = []
+        while True:
+            while len(data) - pos < 4:
+                data = data[pos:] + self._read(conn, rfile)
+                pos = 0
+            n = int.from_bytes(data[pos : pos + 3], "little")
+            if data[pos + 3] != seq & 0xFF:
+                raise ValueError(f"packet sequence number wrong: got {data[pos + 3]}, expected {seq & 0xFF}")
+            while len(data) - pos < 4 + n:
+                data = data[pos:] + self._read(conn, rfile)
+                pos = 0
+            parts.append(data[pos + 4 : pos + 4 + n])
+            pos += 4 + n
+            seq = (seq + 1) & 0xFF
+            if n < _textrows.MAX_PACKET:
+                return b"".join(parts), data, pos, seq
+
+
 # --------------------------------------------------------------------------- ranges
 
 
@@ -363,19 +535,38 @@ def split_remaining(
     return out
 
 
-def read_chunk(
-    conn: Any, info: TableInfo, after: Key | None, upto: Key | None, limit: int
-) -> list[tuple[Any, ...]]:
-    """Up to ``limit`` raw rows of ``(after, upto]`` in key order (one plain consistent read)."""
+def chunk_sql(info: TableInfo, after: Key | None, upto: Key | None) -> tuple[str, list[Any]]:
+    """The statement of a chunk of ``(after, upto]`` in key order (its last parameter is the row limit)."""
     cols = info.handle_key
     where, params = range_predicate(cols, after, upto)
     order = ", ".join(quote(c) for c in cols)
+    return (
+        f"SELECT {select_list(info)} FROM {table_ref(info)} WHERE {where} ORDER BY {order} LIMIT %s",
+        params,
+    )
+
+
+def read_chunk(
+    conn: Any, info: TableInfo, after: Key | None, upto: Key | None, limit: int
+) -> list[tuple[Any, ...]]:
+    """Up to ``limit`` raw rows of ``(after, upto]`` in key order (one plain consistent read).
+
+    The reference reader (PyMySQL's parsing; ``RowConverter`` converts its rows); ``read_values`` is the fast one.
+    """
+    sql, params = chunk_sql(info, after, upto)
     with conn.cursor() as cur:
-        cur.execute(
-            f"SELECT {select_list(info)} FROM {table_ref(info)} WHERE {where} ORDER BY {order} LIMIT %s",
-            [*params, limit],
-        )
+        cur.execute(sql, [*params, limit])
         return list(cur.fetchall())
+
+
+def read_values(
+    conn: Any, reader: TextRowReader, after: Key | None, upto: Key | None, limit: int
+) -> list[tuple[Any, ...]]:
+    """``read_chunk`` with its rows converted as ``RowConverter`` converts them, parsed in C (``reader.usable``)."""
+    sql, params = chunk_sql(reader.info, after, upto)
+    with conn.cursor() as cur:
+        text = cur.mogrify(sql, [*params, limit])
+    return reader.select(conn, text)
 
 
 def consistent_read_all(conn: Any, info: TableInfo, batch: int) -> Iterator[tuple[str, int] | list[Any]]:

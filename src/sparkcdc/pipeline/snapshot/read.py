@@ -117,12 +117,14 @@ def _chunk_reader(
     key_idx = info.handle_key_index
 
     def spool_rows(raw: list[tuple[Any, ...]], rel: str) -> None:
+        spool_values([conv.convert(r) for r in raw], rel)
+
+    def spool_values(rows: list[tuple[Any, ...]], rel: str) -> None:
         from sparkcdc.pipeline.serde import dump_images
 
         keys: list[str] = []
         payloads: list[bytes] = []
-        for r in raw:
-            row = conv.convert(r)
+        for row in rows:
             keys.append(cs.key_token(row[i] for i in key_idx))
             payloads.append(dump_images(None, row, None))
         write_parquet(state_dir(spec.spool_dir), rel, st.schema, st.table, info.version, keys, payloads)
@@ -136,9 +138,18 @@ def _chunk_reader(
             st.rows_copied += len(raw)
         return after, len(raw) < spec.chunk_size
 
+    def read_values(after: Any, upto: Any) -> tuple[Any, bool]:
+        rows = cs.read_values(conn, text, after, upto, spec.chunk_size)
+        if rows:
+            spool_values(rows, f"{st.range_id}/{spec.epoch}-{st.rows_copied + len(rows):012d}.parquet")
+            after = tuple(rows[-1][i] for i in key_idx)
+            st.rows_copied += len(rows)
+        return after, len(rows) < spec.chunk_size
+
+    text = cs.TextRowReader(info, spec.time_zone)
     rec_fields = spec.rendered.get(f"{st.schema}\x00{st.table}")
     if rec_fields is None:
-        return read_rows
+        return read_values if text.usable else read_rows
     rec = TableRecordSQL(**rec_fields)
     max_bytes = cs.records_session(conn, spec.rendered_max_bytes)
     limit = spec.chunk_size

@@ -256,7 +256,9 @@ class KafkaConsumerBase(ABC, Generic[StateT]):
             if out:
                 self._apply_rows(out, 0)
             self._after_poll(consumer, state)
-            if once and all(s.at_end for s in state.values()) and not batch:
+            # every partition's last message of this poll was followed by its end: a topic a live
+            # changefeed keeps writing (watermarks every second) has no empty poll to wait for
+            if once and all(s.at_end for s in state.values()):
                 break
         self._finish(state)
         return self.stats

@@ -740,6 +740,515 @@ static PyTypeObject ColumnsType = {
     .tp_getset = Columns_getset,
 };
 
+/* ------------------------------------------------------------------ CSV records
+ *
+ * A CsvFields object renders the value fields of one table's CSV records
+ * (codec.csv, TiCDC's pkg/sink/codec/csv), built once per table shape and
+ * [sink.csv] options: for each column its kind, its DECIMAL scale and its
+ * formatter (codec.csv_kinds.column_formatter, the reference of its text). Values
+ * of the type the model documents for the kind are rendered here; NULL is the
+ * null string; any other value, and every value of an F_OTHER column, goes
+ * through the column's formatter, whose text is the field as it is. String
+ * fields are quoted (the quote byte doubled inside) or, with no quote,
+ * backslash-escaped (\, CR, LF and the delimiter); text is UTF-8 with
+ * surrogateescape (undecodable upstream bytes travel through unchanged).
+ *
+ * CsvFields.record(head, img, end) returns head, the fields of img joined by
+ * the delimiter, and end, as bytes; None when img is not a tuple of the table's
+ * width (the caller renders it with the reference, or reports it).
+ */
+
+enum {
+    F_INT = 1, /* int: digits */
+    F_DOUBLE,  /* float (DOUBLE): repr inside (-1e6, 1e6) without an exponent, ".0" dropped */
+    F_DECIMAL, /* decimal.Decimal with `scale` fraction digits, as a string field */
+    F_TEXT,    /* str as a string field */
+    F_BINARY,  /* bytes as base64 or lower-case hex, as a string field */
+    F_OTHER,   /* always the formatter */
+    F_LAST
+};
+
+typedef struct {
+    int kind;
+    long scale;    /* F_DECIMAL: fraction digits, -1 for none */
+    PyObject *fmt; /* callable(value) -> str: the field's text */
+} FCol;
+
+typedef struct {
+    PyObject_HEAD
+    Py_ssize_t width;
+    FCol *cols;
+    PyObject *decimal_type;
+    PyObject *delim;     /* bytes */
+    PyObject *null;      /* bytes */
+    PyObject *esc_delim; /* bytes: the delimiter with a backslash before each character */
+    int quote;           /* the quote byte, -1: no quote, backslash escaping */
+    int hex;             /* binary as hex, else base64 */
+    unsigned char special[256]; /* escaping: bytes that may start an escape */
+} CsvFieldsObject;
+
+/* The UTF-8 of a str (surrogateescape): *u and *n; *hold gets a bytes object to release when one was made. */
+static int utf8_of(PyObject *s, const char **u, Py_ssize_t *n, PyObject **hold)
+{
+    *hold = NULL;
+    if (PyUnicode_READY(s) < 0)
+        return -1;
+    if (PyUnicode_IS_ASCII(s)) {
+        *u = (const char *)PyUnicode_DATA(s);
+        *n = PyUnicode_GET_LENGTH(s);
+        return 0;
+    }
+    *u = PyUnicode_AsUTF8AndSize(s, n);
+    if (*u != NULL)
+        return 0;
+    if (!PyErr_ExceptionMatches(PyExc_UnicodeEncodeError))
+        return -1;
+    PyErr_Clear();
+    *hold = PyUnicode_AsEncodedString(s, "utf-8", "surrogateescape");
+    if (*hold == NULL)
+        return -1;
+    *u = PyBytes_AS_STRING(*hold);
+    *n = PyBytes_GET_SIZE(*hold);
+    return 0;
+}
+
+/* A str's UTF-8 written as it is (a formatter's field, a record's head or end). */
+static int put_utf8(Buf *b, PyObject *s)
+{
+    const char *u;
+    Py_ssize_t n;
+    PyObject *hold;
+    int rc;
+    if (!PyUnicode_Check(s)) {
+        PyErr_Format(PyExc_TypeError, "csv: expected str, got %.80s", Py_TYPE(s)->tp_name);
+        return -1;
+    }
+    if (utf8_of(s, &u, &n, &hold) < 0)
+        return -1;
+    rc = buf_put(b, u, (size_t)n);
+    Py_XDECREF(hold);
+    return rc;
+}
+
+/* Text as a string field: quoted with the quote doubled, or backslash-escaped. */
+static int put_string_field(CsvFieldsObject *self, Buf *b, const char *u, Py_ssize_t n)
+{
+    Py_ssize_t i = 0;
+    if (self->quote >= 0) {
+        const char q = (char)self->quote;
+        if (buf_putc(b, q) < 0)
+            return -1;
+        while (i < n) {
+            const char *hit = memchr(u + i, q, (size_t)(n - i));
+            Py_ssize_t run = hit == NULL ? n - i : hit - (u + i);
+            if (buf_put(b, u + i, (size_t)run) < 0)
+                return -1;
+            i += run;
+            if (hit != NULL) {
+                if (buf_put(b, u + i, 1) < 0 || buf_putc(b, q) < 0)
+                    return -1;
+                i++;
+            }
+        }
+        return buf_putc(b, q);
+    } else {
+        const char *d = PyBytes_AS_STRING(self->delim);
+        Py_ssize_t dn = PyBytes_GET_SIZE(self->delim);
+        while (i < n) {
+            Py_ssize_t run = i;
+            unsigned char c;
+            while (run < n && !self->special[(unsigned char)u[run]])
+                run++;
+            if (buf_put(b, u + i, (size_t)(run - i)) < 0)
+                return -1;
+            i = run;
+            if (i >= n)
+                break;
+            c = (unsigned char)u[i];
+            if (dn <= n - i && memcmp(u + i, d, (size_t)dn) == 0) {
+                if (buf_put(b, PyBytes_AS_STRING(self->esc_delim), (size_t)PyBytes_GET_SIZE(self->esc_delim)) < 0)
+                    return -1;
+                i += dn;
+            } else if (c == '\\') {
+                if (buf_put(b, "\\\\", 2) < 0)
+                    return -1;
+                i++;
+            } else if (c == '\r') {
+                if (buf_put(b, "\\r", 2) < 0)
+                    return -1;
+                i++;
+            } else if (c == '\n') {
+                if (buf_put(b, "\\n", 2) < 0)
+                    return -1;
+                i++;
+            } else {
+                if (buf_put(b, u + i, 1) < 0)
+                    return -1;
+                i++;
+            }
+        }
+        return 0;
+    }
+}
+
+static int put_formatted(Buf *b, const FCol *c, PyObject *v)
+{
+    int rc;
+    PyObject *s = PyObject_CallOneArg(c->fmt, v);
+    if (s == NULL)
+        return -1;
+    rc = put_utf8(b, s);
+    Py_DECREF(s);
+    return rc;
+}
+
+static const char B64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+static int put_binary_field(CsvFieldsObject *self, Buf *b, const unsigned char *s, Py_ssize_t n)
+{
+    char stack[1024];
+    Buf t = {stack, 0, sizeof stack, NULL};
+    Py_ssize_t i;
+    int rc;
+    if (self->hex) {
+        if (buf_reserve(&t, (size_t)n * 2) < 0)
+            goto fail;
+        for (i = 0; i < n; i++) {
+            t.p[t.len++] = HEX[s[i] >> 4];
+            t.p[t.len++] = HEX[s[i] & 15];
+        }
+    } else {
+        if (buf_reserve(&t, ((size_t)n + 2) / 3 * 4) < 0)
+            goto fail;
+        for (i = 0; i + 2 < n; i += 3) {
+            unsigned int x = ((unsigned int)s[i] << 16) | ((unsigned int)s[i + 1] << 8) | s[i + 2];
+            t.p[t.len++] = B64[(x >> 18) & 63];
+            t.p[t.len++] = B64[(x >> 12) & 63];
+            t.p[t.len++] = B64[(x >> 6) & 63];
+            t.p[t.len++] = B64[x & 63];
+        }
+        if (n - i == 1) {
+            unsigned int x = (unsigned int)s[i] << 16;
+            t.p[t.len++] = B64[(x >> 18) & 63];
+            t.p[t.len++] = B64[(x >> 12) & 63];
+            t.p[t.len++] = '=';
+            t.p[t.len++] = '=';
+        } else if (n - i == 2) {
+            unsigned int x = ((unsigned int)s[i] << 16) | ((unsigned int)s[i + 1] << 8);
+            t.p[t.len++] = B64[(x >> 18) & 63];
+            t.p[t.len++] = B64[(x >> 12) & 63];
+            t.p[t.len++] = B64[(x >> 6) & 63];
+            t.p[t.len++] = '=';
+        }
+    }
+    rc = put_string_field(self, b, t.p, (Py_ssize_t)t.len);
+    if (t.heap != NULL)
+        PyMem_Free(t.heap);
+    return rc;
+fail:
+    if (t.heap != NULL)
+        PyMem_Free(t.heap);
+    return -1;
+}
+
+static int put_csv_int(Buf *b, const FCol *c, PyObject *v)
+{
+    char tmp[24];
+    size_t k = sizeof tmp;
+    int overflow = 0, negative = 0;
+    unsigned long long u;
+    long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (x == -1 && PyErr_Occurred())
+        return -1;
+    if (overflow != 0)
+        return put_formatted(b, c, v); /* wider than 64 bits */
+    if (x < 0) {
+        negative = 1;
+        u = (unsigned long long)0 - (unsigned long long)x;
+    } else {
+        u = (unsigned long long)x;
+    }
+    do {
+        tmp[--k] = (char)('0' + (u % 10));
+        u /= 10;
+    } while (u != 0 && k > 1);
+    if (negative)
+        tmp[--k] = '-';
+    return buf_put(b, tmp + k, sizeof tmp - k);
+}
+
+static int put_csv_double(Buf *b, const FCol *c, PyObject *v)
+{
+    int rc;
+    size_t n;
+    char *r;
+    double d = PyFloat_AS_DOUBLE(v);
+    if (!(d > -1e6 && d < 1e6))
+        return put_formatted(b, c, v); /* Go's %v has an exponent from 1e6 on (NaN too) */
+    r = PyOS_double_to_string(d, 'r', 0, Py_DTSF_ADD_DOT_0, NULL);
+    if (r == NULL)
+        return -1;
+    if (strchr(r, 'e') != NULL) {
+        PyMem_Free(r);
+        return put_formatted(b, c, v);
+    }
+    n = strlen(r);
+    if (n >= 2 && r[n - 2] == '.' && r[n - 1] == '0')
+        n -= 2;
+    rc = buf_put(b, r, n);
+    PyMem_Free(r);
+    return rc;
+}
+
+static int put_csv_decimal(CsvFieldsObject *self, Buf *b, const FCol *c, PyObject *v)
+{
+    int rc, ok;
+    Py_ssize_t n;
+    const char *u;
+    PyObject *s = PyObject_Str(v);
+    if (s == NULL)
+        return -1;
+    u = PyUnicode_AsUTF8AndSize(s, &n);
+    if (u == NULL) {
+        Py_DECREF(s);
+        return -1;
+    }
+    ok = memchr(u, 'E', (size_t)n) == NULL;
+    if (ok && c->scale == 0)
+        ok = memchr(u, '.', (size_t)n) == NULL;
+    else if (ok && c->scale > 0)
+        ok = n > c->scale && u[n - c->scale - 1] == '.';
+    if (ok)
+        rc = put_string_field(self, b, u, n);
+    else
+        rc = put_formatted(b, c, v); /* needs quantizing or has an exponent */
+    Py_DECREF(s);
+    return rc;
+}
+
+static int put_csv_value(CsvFieldsObject *self, Buf *b, const FCol *c, PyObject *v)
+{
+    if (v == Py_None)
+        return buf_put(b, PyBytes_AS_STRING(self->null), (size_t)PyBytes_GET_SIZE(self->null));
+    switch (c->kind) {
+    case F_INT:
+        if (PyLong_CheckExact(v))
+            return put_csv_int(b, c, v);
+        break;
+    case F_DOUBLE:
+        if (PyFloat_CheckExact(v))
+            return put_csv_double(b, c, v);
+        break;
+    case F_DECIMAL:
+        if ((PyObject *)Py_TYPE(v) == self->decimal_type)
+            return put_csv_decimal(self, b, c, v);
+        break;
+    case F_TEXT:
+        if (PyUnicode_CheckExact(v)) {
+            const char *u;
+            Py_ssize_t n;
+            PyObject *hold;
+            int rc;
+            if (utf8_of(v, &u, &n, &hold) < 0)
+                return -1;
+            if (hold != NULL && self->quote < 0) {
+                /* undecodable bytes next to each other may spell a non-ASCII delimiter's UTF-8,
+                   which the reference (matching characters) does not escape: its formatter decides */
+                Py_DECREF(hold);
+                return put_formatted(b, c, v);
+            }
+            rc = put_string_field(self, b, u, n);
+            Py_XDECREF(hold);
+            return rc;
+        }
+        break;
+    case F_BINARY:
+        if (PyBytes_CheckExact(v))
+            return put_binary_field(self, b, (const unsigned char *)PyBytes_AS_STRING(v), PyBytes_GET_SIZE(v));
+        break;
+    default:
+        break;
+    }
+    return put_formatted(b, c, v);
+}
+
+static void CsvFields_dealloc(CsvFieldsObject *self)
+{
+    Py_ssize_t i;
+    if (self->cols != NULL) {
+        for (i = 0; i < self->width; i++)
+            Py_XDECREF(self->cols[i].fmt);
+        PyMem_Free(self->cols);
+    }
+    Py_XDECREF(self->decimal_type);
+    Py_XDECREF(self->delim);
+    Py_XDECREF(self->null);
+    Py_XDECREF(self->esc_delim);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *CsvFields_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"columns", "decimal_type", "delimiter", "quote", "null", "hex", NULL};
+    Py_ssize_t n, i;
+    PyObject *columns, *decimal_type, *delim, *quote, *null, *seq;
+    int hex;
+    CsvFieldsObject *self;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOSSSp", kwlist, &columns, &decimal_type, &delim, &quote,
+                                     &null, &hex))
+        return NULL;
+    if (!PyType_Check(decimal_type)) {
+        PyErr_SetString(PyExc_TypeError, "CsvFields: decimal_type must be a type");
+        return NULL;
+    }
+    if (PyBytes_GET_SIZE(delim) < 1 || PyBytes_GET_SIZE(quote) > 1) {
+        PyErr_SetString(PyExc_ValueError, "CsvFields: the delimiter must not be empty, the quote one byte at most");
+        return NULL;
+    }
+    seq = PySequence_Fast(columns, "CsvFields: columns must be a sequence");
+    if (seq == NULL)
+        return NULL;
+    n = PySequence_Fast_GET_SIZE(seq);
+    self = (CsvFieldsObject *)type->tp_alloc(type, 0);
+    if (self == NULL) {
+        Py_DECREF(seq);
+        return NULL;
+    }
+    Py_INCREF(decimal_type);
+    self->decimal_type = decimal_type;
+    Py_INCREF(delim);
+    self->delim = delim;
+    Py_INCREF(null);
+    self->null = null;
+    self->hex = hex;
+    self->quote = PyBytes_GET_SIZE(quote) == 1 ? (unsigned char)PyBytes_AS_STRING(quote)[0] : -1;
+    {
+        /* the delimiter with a backslash before each character (a UTF-8 lead byte or an ASCII byte) */
+        const char *d = PyBytes_AS_STRING(delim);
+        Py_ssize_t dn = PyBytes_GET_SIZE(delim), k, m = 0;
+        char esc[16];
+        for (k = 0; k < dn && m < (Py_ssize_t)sizeof esc - 1; k++) {
+            if (((unsigned char)d[k] & 0xC0) != 0x80)
+                esc[m++] = '\\';
+            esc[m++] = d[k];
+        }
+        if (k < dn) {
+            PyErr_SetString(PyExc_ValueError, "CsvFields: delimiter too long");
+            Py_DECREF(seq);
+            Py_DECREF(self);
+            return NULL;
+        }
+        self->esc_delim = PyBytes_FromStringAndSize(esc, m);
+        if (self->esc_delim == NULL) {
+            Py_DECREF(seq);
+            Py_DECREF(self);
+            return NULL;
+        }
+        memset(self->special, 0, sizeof self->special);
+        self->special['\\'] = self->special['\r'] = self->special['\n'] = 1;
+        self->special[(unsigned char)d[0]] = 1;
+    }
+    self->cols = PyMem_Calloc(n > 0 ? (size_t)n : 1, sizeof(FCol));
+    if (self->cols == NULL) {
+        Py_DECREF(seq);
+        Py_DECREF(self);
+        return PyErr_NoMemory();
+    }
+    for (i = 0; i < n; i++) {
+        PyObject *item = PySequence_Fast_GET_ITEM(seq, i);
+        int kind;
+        long scale;
+        PyObject *fmt;
+        FCol *c = &self->cols[i];
+        if (!PyTuple_Check(item) || !PyArg_ParseTuple(item, "ilO", &kind, &scale, &fmt)) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_TypeError, "CsvFields: each column is (kind, scale, fmt)");
+            goto fail;
+        }
+        if (kind < F_INT || kind >= F_LAST) {
+            PyErr_Format(PyExc_ValueError, "CsvFields: unknown kind %d", kind);
+            goto fail;
+        }
+        if (!PyCallable_Check(fmt)) {
+            PyErr_SetString(PyExc_TypeError, "CsvFields: fmt must be callable");
+            goto fail;
+        }
+        c->kind = kind;
+        c->scale = scale;
+        Py_INCREF(fmt);
+        c->fmt = fmt;
+        self->width = i + 1;
+    }
+    Py_DECREF(seq);
+    return (PyObject *)self;
+fail:
+    Py_DECREF(seq);
+    Py_DECREF(self);
+    return NULL;
+}
+
+static PyObject *CsvFields_record(CsvFieldsObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    char stack[STACK_BYTES];
+    Buf b = {stack, 0, sizeof stack, NULL};
+    PyObject *head, *img, *end;
+    Py_ssize_t i;
+    const char *d = PyBytes_AS_STRING(self->delim);
+    size_t dn = (size_t)PyBytes_GET_SIZE(self->delim);
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "record(head, img, end) takes 3 arguments");
+        return NULL;
+    }
+    head = args[0];
+    img = args[1];
+    end = args[2];
+    if (!PyTuple_CheckExact(img) || PyTuple_GET_SIZE(img) != self->width)
+        Py_RETURN_NONE;
+    if (put_utf8(&b, head) < 0)
+        return fail_buf(&b);
+    for (i = 0; i < self->width; i++) {
+        if (i > 0 && buf_put(&b, d, dn) < 0)
+            return fail_buf(&b);
+        if (put_csv_value(self, &b, &self->cols[i], PyTuple_GET_ITEM(img, i)) < 0)
+            return fail_buf(&b);
+    }
+    if (put_utf8(&b, end) < 0)
+        return fail_buf(&b);
+    return finish(&b);
+}
+
+static PyObject *CsvFields_get_width(CsvFieldsObject *self, void *closure)
+{
+    (void)closure;
+    return PyLong_FromSsize_t(self->width);
+}
+
+static PyMethodDef CsvFields_methods[] = {
+    {"record", (PyCFunction)(void (*)(void))CsvFields_record, METH_FASTCALL,
+     "record(head, img, end) -> bytes | None: head, img's fields joined by the delimiter, end (UTF-8, "
+     "surrogateescape); None when img is not a tuple of the table's width."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef CsvFields_getset[] = {
+    {"width", (getter)CsvFields_get_width, NULL, "length of a row image", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject CsvFieldsType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "sparkcdc.codec._canaljson.CsvFields",
+    .tp_basicsize = sizeof(CsvFieldsObject),
+    .tp_dealloc = (destructor)CsvFields_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "CsvFields(columns, decimal_type, delimiter, quote, null, hex): one table's CSV value fields.\n\n"
+              "columns: (kind, scale, fmt) of every column, in order; delimiter, quote (b'' or one byte) and "
+              "null as UTF-8 bytes.",
+    .tp_new = CsvFields_new,
+    .tp_methods = CsvFields_methods,
+    .tp_getset = CsvFields_getset,
+};
+
 /* ------------------------------------------------------------------ module */
 
 static PyObject *mod_json_str(PyObject *module, PyObject *s)
@@ -778,7 +1287,7 @@ static PyMethodDef methods[] = {
 };
 
 static struct PyModuleDef moduledef = {
-    PyModuleDef_HEAD_INIT, "sparkcdc.codec._canaljson", "canal-json row messages rendered in C.", -1, methods,
+    PyModuleDef_HEAD_INIT, "sparkcdc.codec._canaljson", "canal-json row messages and CSV records rendered in C.", -1, methods,
     NULL, NULL, NULL, NULL,
 };
 
@@ -786,7 +1295,7 @@ PyMODINIT_FUNC PyInit__canaljson(void)
 {
     PyObject *m;
     init_escape_table();
-    if (PyType_Ready(&ColumnsType) < 0)
+    if (PyType_Ready(&ColumnsType) < 0 || PyType_Ready(&CsvFieldsType) < 0)
         return NULL;
     m = PyModule_Create(&moduledef);
     if (m == NULL)
@@ -794,6 +1303,19 @@ PyMODINIT_FUNC PyInit__canaljson(void)
     Py_INCREF(&ColumnsType);
     if (PyModule_AddObject(m, "Columns", (PyObject *)&ColumnsType) < 0) {
         Py_DECREF(&ColumnsType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    Py_INCREF(&CsvFieldsType);
+    if (PyModule_AddObject(m, "CsvFields", (PyObject *)&CsvFieldsType) < 0) {
+        Py_DECREF(&CsvFieldsType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    if (PyModule_AddIntConstant(m, "F_INT", F_INT) < 0 || PyModule_AddIntConstant(m, "F_DOUBLE", F_DOUBLE) < 0
+        || PyModule_AddIntConstant(m, "F_DECIMAL", F_DECIMAL) < 0
+        || PyModule_AddIntConstant(m, "F_TEXT", F_TEXT) < 0 || PyModule_AddIntConstant(m, "F_BINARY", F_BINARY) < 0
+        || PyModule_AddIntConstant(m, "F_OTHER", F_OTHER) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -1,4 +1,4 @@
-"""canal-json row messages rendered in C (see _canaljson.c and canal_json.native)."""
+"""canal-json row messages and CSV records rendered in C (see _canaljson.c, canal_json.native, csv)."""
 
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -10,6 +10,12 @@ R_BYTES: int
 R_STR: int
 R_ENUM: int
 R_OTHER: int
+F_INT: int
+F_DOUBLE: int
+F_DECIMAL: int
+F_TEXT: int
+F_BINARY: int
+F_OTHER: int
 
 class Columns:
     """The columns of one canal-json data/old object: (kind, index, key, scale, fmt, map) each."""
@@ -32,3 +38,19 @@ class Columns:
 
 def json_str(s: str) -> bytes: ...
 def json_latin1(b: bytes) -> bytes: ...
+
+class CsvFields:
+    """One table's CSV value fields: (kind, scale, fmt) of every column, in order."""
+
+    @property
+    def width(self) -> int: ...
+    def __init__(
+        self,
+        columns: Sequence[tuple[int, int, Callable[[Any], str]]],
+        decimal_type: type,
+        delimiter: bytes,
+        quote: bytes,
+        null: bytes,
+        hex: bool,
+    ) -> None: ...
+    def record(self, head: str, img: tuple[Any, ...], end: str) -> bytes | None: ...

@@ -20,10 +20,10 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from operator import call
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sparkcdc.codec.base import CodecOptions, Encoder, KeyValue
-from sparkcdc.codec.csv_kinds import ColumnKind, FieldStyle, column_formatter, column_kind
+from sparkcdc.codec.csv_kinds import ColumnKind, FieldStyle, Formatter, column_formatter, column_kind
 from sparkcdc.codec.values import to_float32
 from sparkcdc.config.replica import CSVConfig, ReplicaConfig
 from sparkcdc.errors import ConfigError, DecodeError
@@ -37,6 +37,16 @@ HEADER_COMMIT_TS = "ticdc-meta$commit-ts"
 HEADER_IS_UPDATE = "ticdc-meta$is-update"
 
 _ENCODING_ERRORS = "surrogateescape"  # bytes that were not UTF-8 upstream travel through unchanged
+
+if TYPE_CHECKING:
+    from sparkcdc.codec._canaljson import CsvFields
+
+try:
+    from sparkcdc.codec import _canaljson as NATIVE
+except ImportError:  # not built: records are rendered by the Python reference (the column formatters)
+    NATIVE = None  # type: ignore[assignment]
+"""The C extension whose ``CsvFields`` renders records; None when it is not built (tests set it to None
+to run the reference: ``column_formatter`` per value, joined in Python)."""
 
 
 def validate_csv_config(csv: CSVConfig, *, delete_only_output_handle_key_columns: bool = False) -> None:
@@ -206,6 +216,7 @@ def _table_encoder(enc: CSVEncoder, table: TableInfo) -> Callable[[RowChange], b
         return no_columns
     formatters = [column_formatter(c, enc.style) for c in table.columns]
     n = len(formatters)
+    fields = native_fields(enc, table, formatters)
     d, end, string = enc.delimiter, enc.terminator, enc.string
     with_commit_ts, with_is_update = enc.include_commit_ts, enc.output_old_value
     handle_key = _handle_key_formatter(enc, table) if enc.output_handle_key else None
@@ -213,7 +224,7 @@ def _table_encoder(enc: CSVEncoder, table: TableInfo) -> Callable[[RowChange], b
     # op, table and schema fields of the table's own records (a routed row may carry other names)
     own_heads = {op: d.join([string(op), string(name), string(schema), ""]) for op in ("I", "U", "D")}
 
-    def record(op: str, row: RowChange, image: tuple[Any, ...], is_update: bool) -> str:
+    def record(op: str, row: RowChange, image: tuple[Any, ...], is_update: bool) -> bytes:
         head = own_heads.get(op) if row.table == name and row.schema == schema else None
         if head is None:
             head = d.join([string(op), string(row.table), string(row.schema), ""])
@@ -223,7 +234,12 @@ def _table_encoder(enc: CSVEncoder, table: TableInfo) -> Callable[[RowChange], b
             head += ("true" if is_update else "false") + d
         if handle_key is not None:
             head += handle_key(image) + d
-        return head + d.join(map(call, formatters, image)) + end
+        if fields is not None:
+            out = fields.record(head, image, end)
+            if out is not None:
+                return out
+            # None: not a tuple (the C code takes tuples only); the reference renders it
+        return (head + d.join(map(call, formatters, image)) + end).encode("utf-8", _ENCODING_ERRORS)
 
     def encode(row: RowChange) -> bytes:
         op = row.op
@@ -231,16 +247,48 @@ def _table_encoder(enc: CSVEncoder, table: TableInfo) -> Callable[[RowChange], b
         if image is None or len(image) != n:
             raise _image_error(row, table, image)
         if op != "U":
-            text = record(op, row, image, False)
-        elif with_is_update and row.before is not None:
+            return record(op, row, image, False)
+        if with_is_update and row.before is not None:
             if len(row.before) != n:
                 raise _image_error(row, table, row.before)
-            text = record("D", row, row.before, True) + record("I", row, image, True)
-        else:
-            text = record(op, row, image, True)
-        return text.encode("utf-8", _ENCODING_ERRORS)
+            return record("D", row, row.before, True) + record("I", row, image, True)
+        return record(op, row, image, True)
 
     return encode
+
+
+def native_fields(enc: CSVEncoder, table: TableInfo, formatters: list[Formatter]) -> CsvFields | None:
+    """The C renderer of ``table``'s value fields (``_canaljson.CsvFields``), None when not built.
+
+    Each column's kind picks the C rule for the value type the model gives it; every other
+    value goes through the column's formatter, the reference of its text.
+    """
+    if NATIVE is None:
+        return None
+    kinds = {
+        ColumnKind.INT: NATIVE.F_INT,
+        ColumnKind.BIT_YEAR: NATIVE.F_INT,
+        ColumnKind.FLOAT: NATIVE.F_OTHER,
+        ColumnKind.DOUBLE: NATIVE.F_DOUBLE,
+        ColumnKind.DECIMAL: NATIVE.F_DECIMAL,
+        ColumnKind.TEMPORAL: NATIVE.F_TEXT,
+        ColumnKind.TEXT: NATIVE.F_TEXT,
+        ColumnKind.BINARY: NATIVE.F_BINARY,
+        ColumnKind.OTHER: NATIVE.F_TEXT,
+    }
+    columns = []
+    for col, fmt in zip(table.columns, formatters, strict=True):
+        kind = kinds[column_kind(col)]
+        scale = col.scale if kind == NATIVE.F_DECIMAL and col.scale is not None else -1
+        columns.append((kind, scale, fmt))
+    return NATIVE.CsvFields(
+        columns,
+        Decimal,
+        enc.delimiter.encode("utf-8"),
+        enc.quote.encode("utf-8"),
+        enc.null.encode("utf-8", _ENCODING_ERRORS),
+        enc.binary_encoding == "hex",
+    )
 
 
 def _image_error(row: RowChange, table: TableInfo, image: tuple[Any, ...] | None) -> DecodeError:

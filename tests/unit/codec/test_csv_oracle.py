@@ -1,4 +1,8 @@
-"""CSV: the per-table row encoders write the oracle's bytes (``csv_oracle``) for every option and value."""
+"""CSV: the per-table row encoders write the oracle's bytes (``csv_oracle``) for every option and value.
+
+Every test runs twice: with the C record renderer (``_canaljson.CsvFields``, the production path)
+and with it unset (``csv.NATIVE = None``: the Python reference, one formatter call per value).
+"""
 
 from __future__ import annotations
 
@@ -15,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from sparkcdc.codec import csv as csv_module
 from sparkcdc.codec.csv import CSVEncoder
 from sparkcdc.codec.values import split_update_if_key_changed, to_float32
 from sparkcdc.config.replica import CSVConfig, ReplicaConfig, SinkConfig
@@ -63,6 +68,17 @@ INT_KEY = dataclasses.replace(
     WIDE, table="int_key", indexes=(IndexInfo("PRIMARY", ("t_tiny",), primary=True),)
 )
 TABLES = (WIDE, NOT_NULL, COMPOSITE, KEYLESS)
+
+
+@pytest.fixture(autouse=True, params=["c", "reference"])
+def renderer(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Which record renderer the encoders of the test use."""
+    if request.param == "c":
+        assert csv_module.NATIVE is not None, "the C extension sparkcdc.codec._canaljson is not built"
+    else:
+        monkeypatch.setattr(csv_module, "NATIVE", None)
+    return str(request.param)
+
 
 TEXT_ALPHABET = [
     '"', "'", ",", "|", "\\", "\r", "\n", "\t", "N", "a", "0", "=", "-", ".", "+", "/", "[", "*", "]",
@@ -365,3 +381,71 @@ def test_a_row_without_its_image_is_refused() -> None:
         enc = CSVEncoder(csv, "\n")
         with pytest.raises(DecodeError, match="has no row image"):
             enc.encode_row(RowChange("I", "test", "all_types", 7, 1, None, None), WIDE)
+
+
+def test_the_c_renderer_is_used_and_equals_the_reference(renderer: str) -> None:
+    """Randomized rows of every table under every option combination: C bytes == reference bytes."""
+    if renderer != "c":
+        pytest.skip("compares the two renderers itself")
+    rng = random.Random(77)
+    for k, ((ts, old, hk, _header), binary) in enumerate(itertools.product(FLAGS, ("base64", "hex"))):
+        delimiter, quote = DELIMITER_QUOTE[k % len(DELIMITER_QUOTE)]
+        csv = CSVConfig(
+            delimiter=delimiter,
+            quote=quote,
+            null=NULLS[k % len(NULLS)],
+            include_commit_ts=ts,
+            binary_encoding_method=binary,
+            output_old_value=old,
+            output_handle_key=hk,
+        )
+        term = TERMINATORS[k % len(TERMINATORS)]
+        fast = CSVEncoder(csv, term)
+        for table in TABLES:
+            rows = [*_fixed_rows(table), *rng.sample(_pool(table), 40)]
+            with pytest.MonkeyPatch.context() as mp:
+                mp.setattr(csv_module, "NATIVE", None)
+                ref = CSVEncoder(csv, term)
+                want = []
+                for row in rows:
+                    try:
+                        want.append(ref.encode_row(row, table))
+                    except Exception as exc:
+                        want.append(exc)
+            for row, w in zip(rows, want, strict=True):
+                if isinstance(w, Exception):
+                    with pytest.raises(type(w)):
+                        fast.encode_row(row, table)
+                else:
+                    assert fast.encode_row(row, table) == w, (row, csv, term)
+
+
+def test_c_fields_are_built_for_every_column_kind(renderer: str) -> None:
+    """With the extension every table gets its C fields; without it none (the reference renders)."""
+    from sparkcdc.codec.csv_kinds import column_formatter
+
+    enc = CSVEncoder(CSVConfig(), "\n")
+    fields = csv_module.native_fields(enc, WIDE, [column_formatter(c, enc.style) for c in WIDE.columns])
+    if renderer == "c":
+        assert fields is not None and fields.width == len(WIDE.columns)
+    else:
+        assert fields is None
+
+
+def test_undecodable_bytes_that_spell_a_non_ascii_delimiter_are_not_escaped(renderer: str) -> None:
+    """With backslash escaping, the reference escapes the delimiter character, not its UTF-8 bytes."""
+    table = TableInfo("s", "t", (ColumnInfo("id", "int"), ColumnInfo("v", "varchar", charset="utf8mb4")))
+    enc = CSVEncoder(CSVConfig(delimiter="€", quote=""), "\n")
+    # the bytes of U+20AC, each one undecodable on its own
+    spelled = b"a\xe2\x82\xacb".decode("ascii", "surrogateescape")
+    row = RowChange("I", "s", "t", 1, 1, None, (1, spelled))
+    assert enc.encode_row(row, table) == "I€t€s€1€".encode() + b"a\xe2\x82\xacb\n"
+    row = RowChange("I", "s", "t", 1, 1, None, (1, "a€b\udcff"))
+    assert enc.encode_row(row, table) == "I€t€s€1€a\\€b".encode() + b"\xff\n"
+
+
+def test_an_image_that_is_not_a_tuple_takes_the_reference(renderer: str) -> None:
+    table = TableInfo("s", "t", (ColumnInfo("id", "int"), ColumnInfo("v", "varchar", charset="utf8mb4")))
+    enc = CSVEncoder(CSVConfig(), "\n")
+    as_list = RowChange("I", "s", "t", 1, 1, None, [1, 'x"y'])  # type: ignore[arg-type]
+    assert enc.encode_row(as_list, table) == b'"I","t","s",1,"x""y"\n'

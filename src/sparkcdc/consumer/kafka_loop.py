@@ -213,7 +213,7 @@ class KafkaConsumerBase(ABC, Generic[StateT]):
         stop: threading.Event | None = None,
         poll_interval: float = 0.5,
     ) -> ConsumerStats:
-        """Consume and apply until ``stop`` (or, with ``once``, until every partition is read to its end)."""
+        """Consume and apply until ``stop`` (or, with ``once``, until every partition was read to its end once)."""
         from confluent_kafka import KafkaError
 
         stop = stop or threading.Event()
@@ -231,6 +231,7 @@ class KafkaConsumerBase(ABC, Generic[StateT]):
                 self.options.bootstrap_servers,
             )
         deadline = None if timeout is None else time.monotonic() + timeout
+        ended: set[int] = set()
         while not stop.is_set():
             if deadline is not None and time.monotonic() > deadline:
                 self._stop_at_timeout()
@@ -243,6 +244,7 @@ class KafkaConsumerBase(ABC, Generic[StateT]):
                     if err.code() == KafkaError._PARTITION_EOF:
                         st = state[m.partition()]
                         st.at_end = True
+                        ended.add(m.partition())
                         self._partition_end(st, out)
                         continue
                     if err.fatal() or not err.retriable():
@@ -256,9 +258,11 @@ class KafkaConsumerBase(ABC, Generic[StateT]):
             if out:
                 self._apply_rows(out, 0)
             self._after_poll(consumer, state)
-            # every partition's last message of this poll was followed by its end: a topic a live
-            # changefeed keeps writing (watermarks every second) has no empty poll to wait for
-            if once and all(s.at_end for s in state.values()):
+            # every partition was read to its end at least once: a topic a live changefeed keeps
+            # writing (watermarks every second) has no empty poll and no moment when all partitions
+            # are at their end together; what arrived since stays for the next run (offsets are
+            # committed only up to the applied watermark)
+            if once and len(ended) == len(state):
                 break
         self._finish(state)
         return self.stats

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import threading
+import time
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -149,6 +151,47 @@ def test_replay_into_mariadb_is_complete_ordered_and_idempotent(
     m.flush()
     third = run_kafka_consumer(up, downstream(mariadb), ReplicaConfig(), once=True, timeout=60)
     assert third.rows == 1 and third.rows_dropped == len(last_items)
+    check_equal(mariadb, m)
+
+
+def test_once_returns_while_the_changefeed_keeps_sending_watermarks(
+    kafka: LocalTansu, mariadb: LocalMariaDB, fresh_db: str
+) -> None:
+    """A live changefeed writes watermarks to every partition every second, so a poll is rarely
+    empty: --once stops when each partition reached its end, not at its timeout."""
+    topic = "live"
+    query = "protocol=canal-json&enable-tidb-extension=true&partition-num=3"
+    sink = KafkaSink(kafka.sink_uri(topic, query), ReplicaConfig(), "cf")
+    sink.check()
+    m = Model(sink, fresh_db)
+    m.ddl("a", CREATE_A, person_table(fresh_db, "a"), DDLType.CREATE_TABLE)
+    for i in range(1, 21):
+        m.txn(("a", "I", None, (i, f"a{i}", None, None)))
+    m.flush()
+    stop = threading.Event()
+
+    def idle_batches() -> None:
+        while not stop.is_set():
+            m.flush()  # an empty batch: its commit broadcasts a watermark to each partition
+            stop.wait(0.1)
+
+    feeder = threading.Thread(target=idle_batches)
+    feeder.start()
+    try:
+        t0 = time.monotonic()
+        stats = run_kafka_consumer(
+            kafka.sink_uri(topic, "protocol=canal-json"),
+            downstream(mariadb),
+            ReplicaConfig(),
+            once=True,
+            timeout=60,
+        )
+        took = time.monotonic() - t0
+    finally:
+        stop.set()
+        feeder.join(timeout=30)
+    assert stats.rows == 20 and stats.messages > 20
+    assert took < 30, f"--once took {took:.1f}s against a live topic (its timeout is 60s)"
     check_equal(mariadb, m)
 
 

@@ -1,51 +1,70 @@
-"""Kafka benchmark: upstream -> Spark -> Kafka (canal-json, avro) against python-mysql-replication.
+"""Kafka benchmark: upstream -> Spark -> Kafka (canal-json, avro), with its baselines in the same run.
 
 Usage (from the repository root)::
 
-    .venv/bin/python bench/kafka/run.py [--rows N] [--latency-seconds S] [--latency-rate R]
+    .venv/bin/python bench/kafka/run.py [--rows N] [--backlog-factor 3] [--memory-rows M] [--big-txn R]
+        [--latency-seconds 60] [--latency-rate 20000] [--latency-writers 1] [--skip-latency] ...
 
-Starts a private MariaDB, writes the capture benchmark's workload (bench/capture:
-N row changes of mixed types, 60 % inserts, 25 % updates, 15 % deletes), then on
-that one binlog range measures, each in its own process:
+Starts a private MariaDB and writes the capture benchmark's workload (bench/capture's table and
+statements: 60 % inserts in 1,000-row transactions, 25 % updates, bulk and single-row, 15 % deletes)
+in rounds: N changes, then (factor - 1) x N more, a ``query_tso`` mark between rounds. Then:
 
-1. sparkcdc end to end to a Kafka-protocol broker (Tansu) with canal-json:
-   ``start_changefeed`` with start-ts before the workload and target-ts after it,
-   timed from the Spark session start (and from the query start) to finished,
-   with the peak RSS of the process and its children (Spark JVM, Python workers)
-   sampled by psutil in a thread;
-2. the same with protocol=avro (precise decimals) and a local schema registry;
-3. python-mysql-replication decoding the same range (decode only);
-4. the ratios of 1 and 2 to 3.
-
-Then it measures commit-to-broker latency: a writer commits small transactions
-at a fixed rate (default 50 rows every 10 ms = 5,000 rows/s) for ~30 s while a
-running canal-json changefeed (enable-tidb-extension=true) carries them to the
-broker; a confluent-kafka consumer reads every message and subtracts the
-recorded commit time of its transaction (found by primary key) from the
-message's broker timestamp and from its consume time.
+1. baselines, in the same run: python-mysql-replication decoding the first N changes, ``mariadb-binlog``
+   decoding the whole N x factor range (bench/capture's candidates), a bare Spark session started,
+   counting one row and stopped (bench/startup's baseline), and plain librdkafka producing the
+   canal-json messages of step 2, read back from the topic, to a fresh topic of the same broker
+   with the sink's producer settings (the broker ceiling);
+2. in one process per protocol, ``start_changefeed`` over the first N changes to a fresh Tansu broker
+   with canal-json (then avro with a local schema registry): cold (the session's first changefeed)
+   and warm (a second one in the same session), with the process tree's memory;
+3. the whole process as a user runs it: ``sparkcdc run --start-ts ... --target-ts ...`` to Kafka
+   canal-json over N and over N x factor changes; the steady rate is the difference of rows over
+   the difference of wall times, the fixed cost the intercept; RSS and PSS of its process tree
+   over time (``--memory-rows`` adds a run over a separate backlog of that size, ``--big-txn`` one
+   over a single transaction of that many rows);
+4. commit -> broker latency: a running canal-json changefeed while paced writers commit
+   ``--latency-rate`` rows/s for ``--latency-seconds``; p50/p90/p99 of the broker timestamp minus
+   the commit time of the row's transaction.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import importlib.util
 import json
 import os
-import queue
+import re
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-import psutil
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from common import (
+    MB,
+    Child,
+    Mark,
+    TreeSampler,
+    bare_spark,
+    librdkafka_ceiling,
+    load_bench,
+    loadavg,
+    mariadb_binlog,
+    memory_line,
+    print_timeline,
+    python_mysql_replication,
+    read_topic,
+    sparkcdc_run,
+    steady,
+    write_rounds,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -56,72 +75,53 @@ LAT_TABLE = (
     "CREATE TABLE bench.lat (id INT PRIMARY KEY, k INT NOT NULL, v VARCHAR(32) NOT NULL, d DECIMAL(10,2))"
 )
 
+CHUNK = 1000
+"""Rows per bulk statement (one transaction each), as in bench/capture."""
+
+SINGLE_ROW_TXNS = 2000
+"""Single-row autocommit updates of a round, as in bench/capture."""
+
 
 def load_capture_bench() -> ModuleType:
-    """bench/capture/run.py as a module (workload writer and the python-mysql-replication candidate)."""
-    name = "sparkcdc_bench_capture_run"
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, ROOT / "bench" / "capture" / "run.py")
-    if spec is None or spec.loader is None:
-        raise FileNotFoundError(f"bench/capture/run.py not found under {ROOT}")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod  # dataclasses look their module up while the class is built
-    spec.loader.exec_module(mod)
-    return mod
+    """bench/capture/run.py as a module (its table and statements, its decode candidates)."""
+    return load_bench("capture")
 
 
-# --- memory: this process and every descendant (Spark JVM, Python workers) ---------------------
+def _chunks(lo: int, hi: int, size: int = CHUNK) -> list[tuple[int, int]]:
+    return [(a, min(a + size - 1, hi)) for a in range(lo, hi + 1, size)]
 
 
-class RssSampler(threading.Thread):
-    """Samples the summed RSS of this process and its descendants; keeps the peaks."""
+def write_round(conn: Any, first: int, rows: int) -> int:
+    """bench/capture's workload on ids first .. first + rows - 1: 60 % I, 25 % U, 15 % D; changes written."""
+    cap = load_capture_bench()
+    n_ins = rows * 60 // 100
+    n_del = rows * 15 // 100
+    n_upd = rows - n_ins - n_del
+    singles = min(SINGLE_ROW_TXNS, n_upd // 2)
+    last = first + n_ins - 1
+    with conn.cursor() as cur:
+        for a, b in _chunks(first, last):
+            cur.execute(cap.INSERT.format(a=a, b=b))
+        bulk_upd = _chunks(first, first + n_upd - singles - 1)
+        dels = _chunks(last - n_del + 1, last)
+        for k in range(max(len(bulk_upd), len(dels))):
+            if k < len(bulk_upd):
+                cur.execute(cap.UPDATE.format(a=bulk_upd[k][0], b=bulk_upd[k][1]))
+            if k < len(dels):
+                cur.execute(f"DELETE FROM orders WHERE id BETWEEN {dels[k][0]} AND {dels[k][1]}")
+        for i in range(singles):
+            cur.execute(
+                f"UPDATE orders SET note = 'single', big = big + 1 WHERE id = {first + n_upd - singles + i}"
+            )
+    return n_ins + n_upd + n_del
 
-    def __init__(self, interval: float = 0.2) -> None:
-        super().__init__(name="rss-sampler", daemon=True)
-        self.interval = interval
-        self.peak_total = 0
-        self.peak_jvm = 0
-        self.peak_python = 0
-        self.peak_pss = 0
-        self.samples = 0
-        self._stop_event = threading.Event()
-        self._me = psutil.Process()
 
-    def sample(self) -> None:
-        """One sample of the whole process tree."""
-        total = jvm = python = pss = 0
-        for p in [self._me, *self._me.children(recursive=True)]:
-            try:
-                mem = p.memory_full_info()
-                rss = int(mem.rss)
-                name = p.name()
-            except (psutil.NoSuchProcess, psutil.AccessDenied):
-                continue  # a Python worker that just exited
-            total += rss
-            # forked Python workers share pages: RSS counts them in every worker, PSS splits them
-            pss += int(getattr(mem, "pss", rss))
-            if name == "java":
-                jvm += rss
-            else:
-                python += rss
-        self.peak_total = max(self.peak_total, total)
-        self.peak_jvm = max(self.peak_jvm, jvm)
-        self.peak_python = max(self.peak_python, python)
-        self.peak_pss = max(self.peak_pss, pss)
-        self.samples += 1
-
-    def run(self) -> None:
-        """Sample until stopped."""
-        while not self._stop_event.is_set():
-            self.sample()
-            self._stop_event.wait(self.interval)
-
-    def stop(self) -> None:
-        """Take a last sample and stop."""
-        self.sample()
-        self._stop_event.set()
-        self.join(timeout=5)
+def write_big_txn(conn: Any, first: int, rows: int) -> int:
+    """One transaction of ``rows`` inserts (one INSERT ... SELECT)."""
+    cap = load_capture_bench()
+    with conn.cursor() as cur:
+        cur.execute(cap.INSERT.format(a=first, b=first + rows - 1))
+    return rows
 
 
 # --- the pipeline child process ----------------------------------------------------------------
@@ -129,7 +129,7 @@ class RssSampler(threading.Thread):
 
 def run_pipeline(spec: dict[str, Any]) -> dict[str, Any]:
     """Child: start Spark and a changefeed; until target-ts (throughput) or until told to stop (latency)."""
-    sampler = RssSampler()
+    sampler = TreeSampler(interval=0.2, pss_every=int(spec.get("pss_every", 5)))
     sampler.start()
     from sparkcdc.config.replica import ReplicaConfig
     from sparkcdc.pipeline.changefeed import ChangefeedSpec, Progress, start_changefeed
@@ -221,12 +221,8 @@ def run_pipeline(spec: dict[str, Any]) -> dict[str, Any]:
         "t_started": t_started,
         "t_first_commit": first_commit[0] if first_commit else None,
         "t_done": t_done,
-        "peak_total": sampler.peak_total,
-        "peak_jvm": sampler.peak_jvm,
-        "peak_python": sampler.peak_python,
-        "peak_pss": sampler.peak_pss,
+        "memory": sampler.summary(),
         "durations": durations,
-        "samples": sampler.samples,
         "error": error,
     }
 
@@ -244,6 +240,7 @@ def batch_durations(query: Any) -> dict[str, list[int]]:
             continue  # the monitor's empty polls
         for k, v in (p.durationMs or {}).items():
             out.setdefault(k, []).append(int(v))
+        out.setdefault("numInputRows", []).append(int(p.numInputRows or 0))
     return out
 
 
@@ -258,100 +255,14 @@ def _phases(d: dict[str, list[int]], agg: str = "sum") -> str:
     return ", ".join(parts)
 
 
-@dataclass
-class Child:
-    """A pipeline child process; its stdout lines are JSON."""
+def measure_e2e(
+    db: Any, start: Mark, end: Mark, protocol: str, args: argparse.Namespace, ceiling: bool = False
+) -> dict[str, Any]:
+    """One changefeed (cold, then warm) over [start, end] to a fresh broker, in its own process.
 
-    proc: subprocess.Popen[str]
-    lines: queue.Queue[str] = field(default_factory=queue.Queue)
-
-    @classmethod
-    def spawn(cls, spec: dict[str, Any]) -> Child:
-        """Start ``run.py --child SPEC``."""
-        env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
-        proc = subprocess.Popen(
-            [sys.executable, os.path.abspath(__file__), "--child", json.dumps(spec)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-            env=env,
-        )
-        child = cls(proc)
-        threading.Thread(target=child._pump, daemon=True).start()
-        return child
-
-    def _pump(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            if line.startswith("{"):
-                self.lines.put(line)
-        self.lines.put("")  # end of output
-
-    def next_json(self, timeout: float) -> dict[str, Any]:
-        """The next JSON line, or an error naming the exit code."""
-        try:
-            line = self.lines.get(timeout=timeout)
-        except queue.Empty:
-            self.kill()
-            raise TimeoutError(f"the pipeline process printed nothing within {timeout:.0f}s") from None
-        if not line:
-            code = self.proc.wait(timeout=60)
-            raise RuntimeError(f"the pipeline process exited with {code} (its stderr is above)")
-        return dict(json.loads(line))
-
-    def tell_stop(self) -> None:
-        """Ask a latency-mode child to stop its changefeed."""
-        assert self.proc.stdin is not None
-        self.proc.stdin.write("stop\n")
-        self.proc.stdin.flush()
-
-    def kill(self) -> None:
-        """Kill the child if it still runs."""
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(timeout=30)
-
-
-def topic_messages(bootstrap: str, topic: str, timeout: float = 600) -> int:
-    """Messages in every partition of a topic, counted by reading them all.
-
-    Tansu's high watermarks lag behind what it stores, so they cannot be summed.
+    With ``ceiling``, the cold run's messages are read back and produced again by plain librdkafka
+    to a fresh topic of the same broker (``r["ceiling"]``).
     """
-    from confluent_kafka import Consumer, KafkaError, TopicPartition
-
-    c = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": "bench-" + uuid.uuid4().hex[:8],
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-        }
-    )
-    try:
-        parts = list(c.list_topics(topic, timeout=30).topics[topic].partitions)
-        c.assign([TopicPartition(topic, p, 0) for p in parts])
-        n = 0
-        at_end: set[int] = set()
-        deadline = time.monotonic() + timeout
-        while len(at_end) < len(parts):
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"partitions of {topic} did not reach their end within {timeout:.0f}s")
-            for m in c.consume(num_messages=10000, timeout=0.5):
-                err = m.error()
-                if err is not None:
-                    if err.code() != KafkaError._PARTITION_EOF:
-                        raise RuntimeError(f"consumer error on {topic}: {err}")
-                    at_end.add(int(m.partition() or 0))
-                    continue
-                at_end.discard(int(m.partition() or 0))
-                n += 1
-        return n
-    finally:
-        c.close()
-
-
-def measure_e2e(db: Any, w: Any, protocol: str, args: argparse.Namespace) -> dict[str, Any]:
-    """One changefeed over the workload's range to a fresh broker, in its own process."""
     from sparkcdc.registry.local import LocalSchemaRegistry
     from sparkcdc.services.tansu import LocalTansu
 
@@ -368,15 +279,15 @@ def measure_e2e(db: Any, w: Any, protocol: str, args: argparse.Namespace) -> dic
                 "upstream": db.uri,
                 "sink": broker.sink_uri(topic, query),
                 "rules": ["bench.orders"],
-                "start_ts": w.start.ts,
-                "target_ts": w.end.ts,
+                "start_ts": start.ts,
+                "target_ts": end.ts,
                 "master": args.master,
                 "trigger": args.trigger_interval,
                 "timeout": args.timeout,
                 "partition": args.partition,
                 "warm_sink": broker.sink_uri(topic + "-warm", query),
             }
-            child = Child.spawn(spec)
+            child = Child.spawn([os.path.abspath(__file__), "--child", json.dumps(spec)])
             try:
                 r = child.next_json(args.timeout + 300)
                 child.proc.wait(timeout=120)
@@ -384,8 +295,15 @@ def measure_e2e(db: Any, w: Any, protocol: str, args: argparse.Namespace) -> dic
                 child.kill()
             if r["error"]:
                 raise RuntimeError(f"{protocol} changefeed failed: {r['error']}")
-            r["messages"] = topic_messages(broker.bootstrap, topic)
-            r["warm_messages"] = topic_messages(broker.bootstrap, topic + "-warm")
+            r["messages"], kept = read_topic(
+                broker.bootstrap, topic, keep=end.rows - start.rows if ceiling else 0
+            )
+            r["warm_messages"], _ = read_topic(broker.bootstrap, topic + "-warm")
+            if ceiling:
+                r["ceiling"] = librdkafka_ceiling(
+                    broker.sink_uri(topic + "-ceiling", query), kept, topic + "-ceiling"
+                )
+                del kept
         finally:
             if registry is not None:
                 registry.stop()
@@ -400,9 +318,9 @@ def measure_e2e(db: Any, w: Any, protocol: str, args: argparse.Namespace) -> dic
 
 @dataclass
 class WriterResult:
-    """What the paced writer committed."""
+    """What the paced writers committed: transaction g holds ids g * rows_per_txn + 1 .. (g + 1) * rows_per_txn."""
 
-    commits: list[float]
+    commits: dict[int, float]
     rows_per_txn: int
     seconds: float
     late: int
@@ -413,36 +331,55 @@ class WriterResult:
         return len(self.commits) * self.rows_per_txn
 
 
-def paced_writer(db: Any, seconds: float, rows_per_txn: int, interval: float) -> WriterResult:
-    """Commit rows_per_txn-row INSERTs every interval seconds; record each commit's wall time."""
-    commits: list[float] = []
-    late = 0
-    conn = db.connect("bench")  # autocommit: one INSERT statement is one transaction
-    try:
-        with conn.cursor() as cur:
-            t0 = time.monotonic()
-            k = 0
-            while True:
-                due = t0 + k * interval
-                if due - t0 >= seconds:
-                    break
-                now = time.monotonic()
-                if due > now:
-                    time.sleep(due - now)
-                elif now - due > interval:
-                    late += 1
-                first = k * rows_per_txn + 1
-                values = ",".join(
-                    f"({i},{k},'row-{i}',{i % 100000}.{i % 100:02d})"
-                    for i in range(first, first + rows_per_txn)
-                )
-                cur.execute(f"INSERT INTO lat (id, k, v, d) VALUES {values}")
-                commits.append(time.time())
-                k += 1
-            elapsed = time.monotonic() - t0
-    finally:
-        conn.close()
-    return WriterResult(commits, rows_per_txn, elapsed, late)
+def paced_writer(
+    db: Any, seconds: float, rows_per_txn: int, interval: float, writers: int = 1
+) -> WriterResult:
+    """Commit a rows_per_txn-row INSERT every interval seconds, for seconds; each commit's wall time.
+
+    Transaction g is due at g x interval; with several writers (threads, a connection each),
+    writer w commits the transactions g = w, w + writers, ...
+    """
+    commits: dict[int, float] = {}
+    late = [0] * writers
+    errors: list[BaseException] = []
+    t0 = time.monotonic() + 0.1
+    n_txns = int(seconds / interval)
+
+    def one(w: int) -> None:
+        conn = db.connect("bench")  # autocommit: one INSERT statement is one transaction
+        try:
+            with conn.cursor() as cur:
+                for g in range(w, n_txns, writers):
+                    due = t0 + g * interval
+                    now = time.monotonic()
+                    if due > now:
+                        time.sleep(due - now)
+                    elif now - due > interval:
+                        late[w] += 1
+                    first = g * rows_per_txn + 1
+                    values = ",".join(
+                        f"({i},{g},'row-{i}',{i % 100000}.{i % 100:02d})"
+                        for i in range(first, first + rows_per_txn)
+                    )
+                    cur.execute(f"INSERT INTO lat (id, k, v, d) VALUES {values}")
+                    commits[g] = time.time()
+        except BaseException as exc:  # reported after the join
+            errors.append(exc)
+        finally:
+            conn.close()
+
+    threads = [threading.Thread(target=one, args=(w,), name=f"writer-{w}") for w in range(writers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    elapsed = time.monotonic() - t0
+    if errors:
+        raise RuntimeError(f"a paced writer failed: {errors[0]}")
+    return WriterResult(commits, rows_per_txn, elapsed, sum(late))
+
+
+_ROW_ID = re.compile(rb'"data":\[\{"id":"(-?\d+)"')
 
 
 def latency_consumer(
@@ -474,14 +411,14 @@ def latency_consumer(
                     if err.code() == KafkaError._PARTITION_EOF:
                         continue
                     raise RuntimeError(f"consumer error on {topic}: {err}")
-                body = json.loads(m.value() or b"{}")
-                if body.get("isDdl") or body.get("type") not in ("INSERT", "UPDATE", "DELETE"):
-                    continue  # WATERMARK and DDL messages carry no row
+                # one row a message (canal-json); WATERMARK and DDL messages carry no "data" row
+                hit = _ROW_ID.search(m.value() or b"")
+                if hit is None:
+                    continue
                 ts_type, ts_ms = m.timestamp()
-                for row in body.get("data") or []:
-                    rid = int(row["id"])
-                    out.append((rid, ts_type, ts_ms, now))
-                    measured += rid > 0
+                rid = int(hit.group(1))
+                out.append((rid, ts_type, ts_ms, now))
+                measured += rid > 0
     finally:
         c.close()
 
@@ -535,10 +472,11 @@ def measure_latency(db: Any, args: argparse.Namespace) -> dict[str, Any]:
             "rules": ["bench.lat"],
             "start_ts": start.ts,
             "master": args.master,
-            "trigger": args.trigger_interval,
+            "trigger": args.latency_trigger_interval or args.trigger_interval,
             "timeout": args.timeout,
+            "pss_every": 10**9,  # RSS only: reading smaps costs CPU the latency would pay
         }
-        child = Child.spawn(spec)
+        child = Child.spawn([os.path.abspath(__file__), "--child", json.dumps(spec)])
         try:
             ev = child.next_json(600)
             if ev.get("event") != "started":
@@ -551,7 +489,9 @@ def measure_latency(db: Any, args: argparse.Namespace) -> dict[str, Any]:
             )
             consumer.start()
             warm_s = warm_up(db, got, rows_per_txn, args.timeout)
-            wr = paced_writer(db, args.latency_seconds, rows_per_txn, args.latency_interval_ms / 1000)
+            wr = paced_writer(
+                db, args.latency_seconds, rows_per_txn, args.latency_interval_ms / 1000, args.latency_writers
+            )
             want[0] = wr.rows
             consumer.join(timeout=args.timeout + 60)
             child.tell_stop()
@@ -561,7 +501,7 @@ def measure_latency(db: Any, args: argparse.Namespace) -> dict[str, Any]:
             child.kill()
     if r["error"]:
         raise RuntimeError(f"latency changefeed failed: {r['error']}")
-    t_begin = wr.commits[0] if wr.commits else 0.0
+    t_begin = min(wr.commits.values(), default=0.0)
     broker_ms: list[float] = []
     consume_ms: list[float] = []
     steady_broker: list[float] = []
@@ -570,7 +510,7 @@ def measure_latency(db: Any, args: argparse.Namespace) -> dict[str, Any]:
     seen: set[int] = set()
     for rid, ts_type, ts_ms, recv in got:
         txn = (rid - 1) // wr.rows_per_txn
-        if rid <= 0 or rid in seen or txn >= len(wr.commits):
+        if rid <= 0 or rid in seen or txn not in wr.commits:
             continue
         seen.add(rid)
         committed = wr.commits[txn]
@@ -601,42 +541,138 @@ def measure_latency(db: Any, args: argparse.Namespace) -> dict[str, Any]:
             statistics.median(steady_consume) if steady_consume else float("nan"),
             _pct(steady_consume, 0.9),
         ),
+        "broker_p99": _pct(steady_broker, 0.99),
+        "consume_p99": _pct(steady_consume, 0.99),
         "broker_max": max(steady_broker) if steady_broker else float("nan"),
         "steady_rows": len(steady_broker),
-        "peak_total": r["peak_total"],
+        "memory": r["memory"],
         "batches": r["batches"],
         "durations": r["durations"],
     }
+
+
+# --- the whole process, as a user runs it -------------------------------------------------------------
+
+
+def measure_whole(db: Any, runs: list[tuple[str, Mark, Mark]], args: argparse.Namespace) -> dict[str, Any]:
+    """``sparkcdc run`` to Kafka canal-json over each (name, start, end), each to its own topic of one broker.
+
+    Runs ``--repeat-whole`` rounds; the fastest run of each name is kept. The first run's messages
+    are read back and produced again by plain librdkafka (``out["ceiling"]``, the broker ceiling).
+    """
+    from sparkcdc.services.tansu import LocalTansu
+
+    out: dict[str, Any] = {}
+    with LocalTansu() as broker, tempfile.TemporaryDirectory(prefix="bench-kafka-run-") as data:
+        for rep in range(args.repeat_whole):
+            for name, a, b in runs:
+                if rep and name not in ("N", "factor"):
+                    continue  # the memory runs once
+                topic = f"run-{name}-{rep}"
+                print(
+                    f"  sparkcdc run -> Kafka canal-json, {name}: {b.rows - a.rows:,} changes ...", flush=True
+                )
+                r = sparkcdc_run(
+                    db.uri,
+                    broker.sink_uri(topic, "protocol=canal-json"),
+                    a.ts,
+                    b.ts,
+                    f"{data}/{name}-{rep}",
+                    master=args.master,
+                    trigger=args.trigger_interval,
+                )
+                r["rows"] = b.rows - a.rows
+                r["load"] = loadavg()
+                ceiling = name == "N" and rep == 0
+                r["messages"], kept = read_topic(broker.bootstrap, topic, keep=r["rows"] if ceiling else 0)
+                if ceiling:
+                    print("  librdkafka produce of the same messages (broker ceiling) ...", flush=True)
+                    out["ceiling"] = librdkafka_ceiling(
+                        broker.sink_uri(topic + "-ceiling", "protocol=canal-json"), kept, topic + "-ceiling"
+                    )
+                    del kept
+                print(
+                    f"    {r['wall']:.1f} s, {r['messages']:,} messages, {memory_line(r['memory'])} ({r['load']})",
+                    flush=True,
+                )
+                if name not in out or r["wall"] < out[name]["wall"]:
+                    out[name] = r
+    return out
 
 
 # --- main ----------------------------------------------------------------------------------------
 
 
 def _mb(n: float) -> str:
-    return f"{n / 2**20:,.0f}"
+    return f"{n / MB:,.0f}"
+
+
+def _rounds(total: int, size: int) -> list[int]:
+    return [min(size, total - k) for k in range(0, total, size)]
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run every measurement on one workload and print the table."""
+    """Run every measurement on one workload and print the figures."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--rows", type=int, default=200_000, help="row changes in the workload (default 200000)")
+    ap.add_argument(
+        "--rows", type=int, default=200_000, help="N: row changes of the first round (default 200000)"
+    )
+    ap.add_argument(
+        "--backlog-factor",
+        type=int,
+        default=3,
+        help="the second whole-process run covers N x this (default 3)",
+    )
+    ap.add_argument(
+        "--memory-rows",
+        type=int,
+        default=0,
+        help="also a whole-process run over a separate backlog of this many changes",
+    )
+    ap.add_argument(
+        "--big-txn",
+        type=int,
+        default=0,
+        help="also a whole-process run over one transaction of this many rows",
+    )
+    ap.add_argument(
+        "--repeat-whole",
+        type=int,
+        default=1,
+        help="whole-process runs of N and N x factor; the fastest counts",
+    )
     ap.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
     ap.add_argument("--trigger-interval", default="200 milliseconds", help="micro-batch trigger")
     ap.add_argument(
         "--partition",
         default="",
-        help="partition dispatcher of the throughput runs (table, ts, index-value, ...; default: TiCDC's default)",
+        help="partition dispatcher of the in-session runs (table, ts, index-value, ...; default: TiCDC's default)",
     )
-    ap.add_argument("--timeout", type=float, default=1800, help="seconds a changefeed may take")
+    ap.add_argument("--timeout", type=float, default=3600, help="seconds a changefeed may take")
     ap.add_argument(
-        "--latency-seconds", type=float, default=30, help="length of the paced write (default 30)"
+        "--latency-seconds", type=float, default=60, help="length of the paced write (default 60)"
     )
     ap.add_argument(
-        "--latency-rate", type=float, default=5000, help="rows/s of the paced write (default 5000)"
+        "--latency-rate", type=float, default=20000, help="rows/s of the paced write (default 20000)"
     )
-    ap.add_argument("--latency-interval-ms", type=float, default=10, help="ms between its transactions")
+    ap.add_argument(
+        "--latency-interval-ms", type=float, default=10, help="ms between its transactions (default 10)"
+    )
+    ap.add_argument(
+        "--latency-writers", type=int, default=1, help="writer connections (threads) of the paced write"
+    )
     ap.add_argument("--latency-warmup", type=float, default=5, help="seconds left out of the latency figures")
-    ap.add_argument("--skip-latency", action="store_true", help="only the throughput rows")
+    ap.add_argument(
+        "--latency-trigger-interval",
+        default="",
+        help="trigger of the latency changefeed (default: --trigger-interval)",
+    )
+    ap.add_argument("--skip-latency", action="store_true", help="no latency part")
+    ap.add_argument(
+        "--skip-session", action="store_true", help="no in-session (cold/warm start_changefeed) runs"
+    )
+    ap.add_argument("--skip-avro", action="store_true", help="no in-session avro run")
+    ap.add_argument("--skip-whole", action="store_true", help="no whole-process (sparkcdc run) runs")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
@@ -646,20 +682,53 @@ def main(argv: list[str] | None = None) -> int:
     cap = load_capture_bench()
     from sparkcdc.services.mariadb import LocalMariaDB
 
+    n = args.rows
+    print(
+        f"cores: {os.cpu_count()}; Spark master {args.master}; trigger {args.trigger_interval}; {loadavg()}",
+        flush=True,
+    )
     with LocalMariaDB() as db:
-        w = cap.write_workload(db, args.rows)
+        db.execute("CREATE DATABASE bench", cap.TABLE)
+        t0 = time.monotonic()
+        sizes = [n, n * (args.backlog_factor - 1)]
+        marks = write_rounds(db, sizes, write_round)
+        whole_runs: list[tuple[str, Mark, Mark]] = [("N", marks[0], marks[1]), ("factor", marks[0], marks[2])]
+        if args.memory_rows:
+            more = write_rounds(db, _rounds(args.memory_rows, 1_000_000), write_round, sum(sizes) + 1)
+            base = marks[-1].rows
+            big = [Mark(m.ts, m.offset, m.rows + base) for m in more]
+            whole_runs.append(("memory", big[0], big[-1]))
+        if args.big_txn:
+            txn = write_rounds(db, [args.big_txn], write_big_txn, sum(sizes) + args.memory_rows + 1)
+            whole_runs.append(("big-txn", txn[0], txn[1]))
         print(
-            f"workload: {w.rows} row changes ({w.inserts} I / {w.updates} U / {w.deletes} D) in binlog "
-            f"{w.start} -> {w.end}, written in {w.write_s:.1f}s; cores: {os.cpu_count()}, "
-            f"load average {os.getloadavg()[0]:.1f}",
+            f"workload: {', '.join(f'{nm} {b.rows - a.rows:,} changes' for nm, a, b in whole_runs)}; "
+            f"written in {time.monotonic() - t0:.1f}s; {loadavg()}",
             flush=True,
         )
-        print("python-mysql-replication decode ...", flush=True)
-        base = cap.measure_python("pymysqlreplication", db, w)
-        print("sparkcdc -> Kafka canal-json ...", flush=True)
-        canal = measure_e2e(db, w, "canal-json", args)
-        print("sparkcdc -> Kafka avro (precise decimals) + schema registry ...", flush=True)
-        avro = measure_e2e(db, w, "avro", args)
+        first, whole_end = marks[0], marks[2]
+        print("baselines: python-mysql-replication decode (N) ...", flush=True)
+        pmr = python_mysql_replication(db, first.offset, marks[1].offset)
+        print(f"  {pmr['rate']:,.0f} rows/s ({loadavg()})", flush=True)
+        print(f"baselines: mariadb-binlog -v decode (N x {args.backlog_factor}) ...", flush=True)
+        mbl = mariadb_binlog(db, first.offset, whole_end.offset)
+        print(f"  {mbl['rate']:,.0f} rows/s ({loadavg()})", flush=True)
+        print("baselines: bare Spark session (start, count, stop) ...", flush=True)
+        bare = bare_spark(args.master)
+        print(f"  {bare['wall_s']:.1f} s ({loadavg()})", flush=True)
+        canal = avro = None
+        if not args.skip_session:
+            print("in session: sparkcdc -> Kafka canal-json (cold, warm) ...", flush=True)
+            canal = measure_e2e(db, marks[0], marks[1], "canal-json", args)
+            if not args.skip_avro:
+                print(
+                    "in session: sparkcdc -> Kafka avro (precise decimals) + schema registry ...", flush=True
+                )
+                avro = measure_e2e(db, marks[0], marks[1], "avro", args)
+        whole: dict[str, Any] = {}
+        if not args.skip_whole:
+            print("whole process: sparkcdc run -> Kafka canal-json ...", flush=True)
+            whole = measure_whole(db, whole_runs, args)
         lat = None
         if not args.skip_latency:
             print(
@@ -668,90 +737,187 @@ def main(argv: list[str] | None = None) -> int:
                 flush=True,
             )
             lat = measure_latency(db, args)
+    print_report(args, whole_runs, pmr, mbl, bare, canal, avro, whole, lat)
+    return 0
 
-    base_rate = base["rows"] / base["seconds"]
+
+def _row(name: str, rows: int | str, seconds: float, rate: float, extra: str = "") -> str:
+    rows_s = f"{rows:,}" if isinstance(rows, int) else rows
+    return f"{name:58} {rows_s:>10} {seconds:>8.2f} {rate:>10,.0f}  {extra}"
+
+
+def print_report(
+    args: argparse.Namespace,
+    whole_runs: list[tuple[str, Mark, Mark]],
+    pmr: dict[str, Any],
+    mbl: dict[str, Any],
+    bare: dict[str, Any],
+    canal: dict[str, Any] | None,
+    avro: dict[str, Any] | None,
+    whole: dict[str, Any],
+    lat: dict[str, Any] | None,
+) -> None:
+    """Every figure, the baselines first, then the ratios the issue's targets are on."""
+    n = args.rows
+    f = args.backlog_factor
     print()
+    print(f"{'measure':58} {'rows':>10} {'seconds':>8} {'rows/s':>10}  notes")
+    print("-" * 110)
     print(
-        f"{'candidate':46} {'rows':>8} {'msgs':>8} {'total s':>8} {'rows/s':>8} "
-        f"{'query s':>8} {'rows/s':>8} {'peak RSS MB':>11}"
+        _row("baseline: python-mysql-replication 1.0.17 decode (N)", pmr["rows"], pmr["seconds"], pmr["rate"])
     )
-    print("-" * 113)
-    for name, r in (
-        ("sparkcdc -> Kafka canal-json", canal),
-        ("sparkcdc -> Kafka avro (precise decimals)", avro),
-    ):
+    print(_row(f"baseline: mariadb-binlog -v decode (N x {f})", mbl["rows"], mbl["seconds"], mbl["rate"]))
+    if "ceiling" in whole:
+        c = whole["ceiling"]
         print(
-            f"{name:46} {r['rows']:>8} {r['messages']:>8} {r['seconds']:>8.1f} {r['rows'] / r['seconds']:>8.0f} "
-            f"{r['query_seconds']:>8.1f} {r['rows'] / r['query_seconds']:>8.0f} {_mb(r['peak_total']):>11}"
-        )
-    for name, r in (
-        ("  same, warm (2nd changefeed of the session)", canal),
-        ("  same, warm (2nd changefeed of the session)", avro),
-    ):
-        print(
-            f"{name:46} {r['warm_rows']:>8} {r['warm_messages']:>8} {'-':>8} {'-':>8} "
-            f"{r['warm_seconds']:>8.1f} {r['warm_rows'] / r['warm_seconds']:>8.0f} {'-':>11}"
+            _row(
+                "baseline: librdkafka produce, pre-rendered canal-json",
+                c["messages"],
+                c["seconds"],
+                c["rate"],
+                "sink's producer settings",
+            )
         )
     print(
-        f"{'python-mysql-replication decode only':46} {base['rows']:>8} {'-':>8} {base['seconds']:>8.1f} "
-        f"{base_rate:>8.0f} {'-':>8} {'-':>8} {_mb(base['maxrss']):>11}"
+        _row(
+            "baseline: bare Spark session: start, count, stop",
+            "-",
+            bare["wall_s"],
+            float("nan"),
+            f"peak RSS {_mb(bare['peak_rss'])} MB",
+        )
     )
+    for name, r in (("canal-json", canal), ("avro", avro)):
+        if r is None:
+            continue
+        print(
+            _row(
+                f"in session -> Kafka {name}, cold, Spark start included",
+                r["rows"],
+                r["seconds"],
+                r["rows"] / r["seconds"],
+                memory_line(r["memory"]),
+            )
+        )
+        print(
+            _row(
+                f"in session -> Kafka {name}, cold, query only",
+                r["rows"],
+                r["query_seconds"],
+                r["rows"] / r["query_seconds"],
+            )
+        )
+        print(
+            _row(
+                f"in session -> Kafka {name}, warm (2nd changefeed)",
+                r["warm_rows"],
+                r["warm_seconds"],
+                r["warm_rows"] / r["warm_seconds"],
+            )
+        )
+    for name, _a, _b in whole_runs:
+        r = whole.get(name)
+        if r is None:
+            continue
+        first = r["phases"].get("batch")
+        print(
+            _row(f"sparkcdc run -> Kafka canal-json, {name}", r["rows"], r["wall"], r["rows"] / r["wall"],
+                 f"first batch at {first:.1f}s" if first else "")
+        )  # fmt: skip
     print()
-    print("total s: Spark session start to target-ts reached; query s: start_changefeed to target-ts reached")
-    for name, r in (("canal-json", canal), ("avro", avro)):
+    rate = fixed = float("nan")
+    if "N" in whole and "factor" in whole:
+        rn, rf = whole["N"], whole["factor"]
+        rate, fixed = steady(rn["rows"], rn["wall"], rf["rows"], rf["wall"])
         print(
-            f"ratio {name:10} warm / python-mysql-replication: "
-            f"{r['warm_rows'] / r['warm_seconds'] / base_rate:.2f}x (second changefeed of the session, "
-            "Python workers already started)"
+            f"whole process, steady rate (rows of N x {f} - rows of N) / (time - time): {rate:,.0f} rows/s; "
+            f"fixed cost (intercept) {fixed:.1f} s; bare Spark session {bare['wall_s']:.1f} s"
         )
-    print(
-        f"partition dispatcher: {args.partition or 'TiCDC default'}; Spark master {args.master}; trigger {args.trigger_interval}"
-    )
-    for name, r in (("canal-json", canal), ("avro", avro)):
-        first = r["t_first_commit"] - r["t_query"] if r["t_first_commit"] else float("nan")
         print(
-            f"ratio {name:10} / python-mysql-replication: {r['rows'] / r['seconds'] / base_rate:.2f}x "
-            f"(with Spark start-up), {r['rows'] / r['query_seconds'] / base_rate:.2f}x (query only); "
-            f"Spark start-up {r['spark_start_s']:.1f}s, start_changefeed returned after "
-            f"{r['t_started'] - r['t_query']:.1f}s, first batch committed {first:.1f}s after the query "
-            f"start, {r['batches']} batches; peak RSS JVM {_mb(r['peak_jvm'])} MB + Python processes "
-            f"{_mb(r['peak_python'])} MB (peak PSS of the tree {_mb(r['peak_pss'])} MB)"
+            f"  target 1: Kafka canal-json steady >= 150,000 rows/s: {'met' if rate >= 150_000 else 'not met'} ({rate:,.0f})"
         )
-        print(f"    Spark phases, summed over batches: {_phases(r['durations'])}")
-    bad = [
-        n
-        for n, r in (("canal-json", canal), ("avro", avro))
-        if r["rows"] != w.rows or r["messages"] != w.rows or r["warm_messages"] != w.rows
-    ]
-    if base["rows"] != w.rows:
-        bad.append("python-mysql-replication")
-    if bad:
-        print(f"WARNING: rows or messages differ from the workload's {w.rows}: {bad}")
+        print(
+            f"  target 1: steady / mariadb-binlog >= 40 %: {rate / mbl['rate'] * 100:.0f} % "
+            f"({'met' if rate >= 0.4 * mbl['rate'] else 'not met'})"
+        )
+        if "ceiling" in whole:
+            print(f"  steady / librdkafka ceiling: {rate / whole['ceiling']['rate'] * 100:.0f} %")
+        print(f"  steady / python-mysql-replication: {rate / pmr['rate']:.2f}x")
+        for name, r in (("N", rn), ("N x factor", rf)):
+            print(f"  {name}: {r['rows'] / r['wall'] / pmr['rate']:.2f}x python-mysql-replication, "
+                  f"{r['rows'] / r['wall'] / mbl['rate'] * 100:.0f} % of mariadb-binlog (whole run, start included)")  # fmt: skip
+    if canal is not None:
+        warm = canal["warm_rows"] / canal["warm_seconds"]
+        print(
+            f"in session, canal-json warm: {warm / pmr['rate']:.2f}x python-mysql-replication, "
+            f"{warm / mbl['rate'] * 100:.0f} % of mariadb-binlog"
+        )
+        for name, r in (("canal-json", canal), ("avro", avro)):
+            if r is not None:
+                print(f"  {name} Spark phases, summed over batches: {_phases(r['durations'])}")
+    if whole:
+        print()
+        print("memory of the whole process tree (sparkcdc run: JVM + Python processes):")
+        peaks = []
+        for name, a, b in whole_runs:
+            r = whole.get(name)
+            if r is not None:
+                peaks.append((b.rows - a.rows, r["memory"]["peak_rss"]))
+                print(f"  {name:8} {b.rows - a.rows:>10,} changes: {memory_line(r['memory'])}")
+        if len(peaks) >= 2:
+            lo, hi = min(peaks), max(peaks)
+            grows = hi[1] > lo[1] * 1.10
+            print(
+                f"  peak RSS from {lo[0]:,} to {hi[0]:,} changes: {_mb(lo[1])} -> {_mb(hi[1])} MB "
+                f"({'grows' if grows else 'does not grow'} with the backlog, > 10 % counts as growing); "
+                f"target 3 (<= 1 GB): {'met' if all(p <= 2**30 for _, p in peaks) else 'not met'}"
+            )
+        largest = max((r for k, r in whole.items() if k != "ceiling"), key=lambda r: r["rows"])
+        print(f"RSS over time of the largest run ({largest['rows']:,} changes):")
+        print_timeline(largest["memory"], largest["t0"])
     if lat is not None:
         print()
         print(
-            f"latency: writer committed {lat['writer_rows']} rows in {lat['txns']} transactions of "
-            f"{lat['rows_per_txn']} rows over {lat['writer_seconds']:.1f}s = {lat['writer_rate']:.0f} rows/s "
-            f"(target {args.latency_rate:.0f}; {lat['writer_late']} transactions started > 1 interval late); "
-            f"consumer received {lat['received']}; {lat['batches']} batches; warm-up "
-            f"({WARMUP_TXNS} transactions before the paced write) took {lat['warm_s']:.1f}s"
+            f"latency: writers committed {lat['writer_rows']:,} rows in {lat['txns']} transactions of "
+            f"{lat['rows_per_txn']} rows over {lat['writer_seconds']:.1f}s = {lat['writer_rate']:,.0f} rows/s "
+            f"(target {args.latency_rate:,.0f}, {args.latency_writers} writer(s); {lat['writer_late']} transactions "
+            f"started > 1 interval late); consumer received {lat['received']:,}; {lat['batches']} batches; "
+            f"warm-up ({WARMUP_TXNS} transactions before the paced write) took {lat['warm_s']:.1f}s"
         )
         kinds = {0: "none", 1: "CreateTime", 2: "LogAppendTime"}
         print(
             f"commit -> broker timestamp ({', '.join(kinds.get(t, str(t)) for t in lat['ts_types'])}), "
-            f"after {args.latency_warmup:.0f}s warm-up, {lat['steady_rows']} rows: "
-            f"median {lat['broker'][0]:.0f} ms, p90 {lat['broker'][1]:.0f} ms, max {lat['broker_max']:.0f} ms"
+            f"after {args.latency_warmup:.0f}s warm-up, {lat['steady_rows']:,} rows: "
+            f"p50 {lat['broker'][0]:.0f} ms, p90 {lat['broker'][1]:.0f} ms, p99 {lat['broker_p99']:.0f} ms, "
+            f"max {lat['broker_max']:.0f} ms (target 4: p99 <= 500 ms: "
+            f"{'met' if lat['broker_p99'] <= 500 else 'not met'})"
         )
-        print(f"commit -> consumed: median {lat['consume'][0]:.0f} ms, p90 {lat['consume'][1]:.0f} ms")
         print(
-            f"commit -> broker including the warm-up: median {lat['broker_all'][0]:.0f} ms, "
-            f"p90 {lat['broker_all'][1]:.0f} ms"
+            f"commit -> consumed: p50 {lat['consume'][0]:.0f} ms, p90 {lat['consume'][1]:.0f} ms, "
+            f"p99 {lat['consume_p99']:.0f} ms"
         )
-        print(f"Spark phases, median per batch: {_phases(lat['durations'], 'median')}")
+        rows = lat["durations"].get("numInputRows", [])
+        print(
+            f"Spark phases, median per batch: {_phases(lat['durations'], 'median')}; "
+            f"rows per batch median {statistics.median(rows) if rows else 0:,.0f}, max {max(rows, default=0):,}"
+        )
         if lat["received"] != lat["writer_rows"]:
             print(f"WARNING: the consumer received {lat['received']} of {lat['writer_rows']} rows")
-    print(f"(one run; the machine's load average is {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)")
-    return 0
+    bad = []
+    for name, a, b in whole_runs:
+        r = whole.get(name)
+        if r is not None and r["messages"] != b.rows - a.rows:
+            bad.append(f"{name}: {r['messages']} messages")
+    for name, r in (("canal-json", canal), ("avro", avro)):
+        if r is not None and not (r["rows"] == r["messages"] == r["warm_messages"] == n):
+            bad.append(f"in session {name}: {r['rows']} rows, {r['messages']}/{r['warm_messages']} messages")
+    if pmr["rows"] != n:
+        bad.append(f"python-mysql-replication: {pmr['rows']}")
+    if mbl["rows"] != n * f:
+        bad.append(f"mariadb-binlog: {mbl['rows']}")
+    if bad:
+        print(f"WARNING: counts differ from the workload's: {bad}")
+    print(f"(one run; {loadavg()} on {os.cpu_count()} cores)")
 
 
 if __name__ == "__main__":

@@ -26,15 +26,16 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from storage.run import run_pymysqlreplication, write_workload
+from common import loadavg, run_candidate, run_pymysqlreplication
+from storage.run import write_workload
 
 from sparkcdc.sink.lakehouse.sink import LakehouseSink
 
@@ -126,16 +127,11 @@ def run_sinks(spec: dict[str, Any]) -> dict[str, Any]:
 CANDIDATES = {"sinks": run_sinks, "pymysqlreplication": run_pymysqlreplication}
 
 
-def measure(name: str, spec: dict[str, Any]) -> dict[str, Any]:
-    """Run one candidate in a child process and return its JSON line."""
-    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
-    res = subprocess.run(
-        [sys.executable, os.path.abspath(__file__), "--candidate", name, "--spec", json.dumps(spec)],
-        stdout=subprocess.PIPE,
-        env=env,
-        check=True,
-    )
-    return dict(json.loads(res.stdout.decode().strip().splitlines()[-1]))
+def measure(name: str, spec: dict[str, Any]) -> tuple[dict[str, Any], int]:
+    """Run one candidate in a child process (bench/common.py): its JSON line, its tree's peak RSS."""
+    r = run_candidate(Path(__file__).resolve(), name, spec)
+    r.pop("memory")
+    return r, int(r.pop("tree_peak_rss"))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -159,12 +155,12 @@ def main(argv: list[str] | None = None) -> int:
         w = write_workload(db, args.rows)
         print(
             f"workload: {w['rows']} row changes in {w['write_s']:.1f}s; cores: {os.cpu_count()}; "
-            f"load average {os.getloadavg()[0]:.2f}; Spark master {args.master}",
+            f"{loadavg()}; Spark master {args.master}",
             flush=True,
         )
         spec = dict(w, out=out, master=args.master, only=args.only)
-        pmr = measure("pymysqlreplication", spec)
-        sinks = measure("sinks", spec)
+        pmr, _ = measure("pymysqlreplication", spec)
+        sinks, sinks_rss = measure("sinks", spec)
 
     print()
     print(f"{'measure':44} {'rows':>9} {'seconds':>8} {'rows/s':>9} {'commit s':>9} {'vs parquet':>11}")
@@ -182,7 +178,8 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"{'python-mysql-replication 1.0.17 decode alone':44} {pmr['rows']:>9} {pmr['seconds']:>8.2f} {pmr['rows'] / pmr['seconds']:>9.0f}"
     )
-    print(f"\nload average after the runs: {os.getloadavg()[0]:.2f}")
+    print(f"\npeak RSS of the sinks' process tree (JVM + Python): {sinks_rss / 2**20:,.0f} MB")
+    print(f"after the runs: {loadavg()}")
     mismatched = [n for n, r in sinks.items() if r["rows"] != w["rows"]]
     if mismatched:
         print(f"WARNING: row counts differ from the workload's {w['rows']}: {mismatched}")

@@ -1,25 +1,26 @@
-"""Storage benchmark: upstream → Spark → CSV files, beside the capture alone and python-mysql-replication.
+"""Storage benchmark: upstream -> Spark -> CSV files, with its baselines in the same run.
 
 Usage (from the repository root)::
 
-    .venv/bin/python bench/storage/run.py [--rows 200000] [--master local[2]] [--idle-seconds 20]
+    .venv/bin/python bench/storage/run.py [--rows 200000] [--backlog-factor 3] [--memory-rows M]
+        [--big-txn R] [--master local[2]] [--idle-seconds 20]
 
-Starts a private MariaDB, writes a fixed workload of N row changes between two
-``query_tso`` calls, then measures on that same binlog range, each in its own
+Starts a private MariaDB and writes a workload in rounds (two tables; bulk and single-row
+transactions; 45 % order inserts, 15 % event inserts with JSON, 25 % updates, 15 % deletes): N
+changes, then N x (factor - 1) more, a ``query_tso`` mark between rounds. Then, each in its own
 process:
 
-1. end to end: ``start_changefeed`` with start/target ts to ``file://…?protocol=csv``
-   (rows/s from the query start to the checkpoint reaching target-ts, and with
-   the Spark session start-up included); peak memory = the largest sum of RSS
-   over the process tree (driver Python, Spark's JVM, its Python workers),
-   sampled with psutil;
-2. the capture alone: ``RowReader`` over the range, producing RowChange objects;
-3. python-mysql-replication alone: ``BinLogStreamReader`` decoding every row.
-
-Then, in the end-to-end process, the Spark micro-batch overhead: a second
-changefeed follows an idle stream while one single-row INSERT commits every
-0.5 s; the latency of each row is the time from its COMMIT returning to the
-progress callback reporting the batch that holds it committed.
+1. baselines: python-mysql-replication decoding the first N changes, ``mariadb-binlog -v`` decoding
+   the N x factor range (bench/capture's candidate), a bare Spark session started, counting one row
+   and stopped (bench/startup's baseline); and the capture alone (``RowReader`` -> ``RowChange``);
+2. in one Spark session, ``start_changefeed`` over the first N changes to ``file://...?protocol=csv``:
+   cold (the session's first changefeed) and warm (a second one), then the micro-batch overhead on
+   an idle stream (one single-row INSERT every 0.5 s; COMMIT -> batch committed);
+3. the whole process as a user runs it: ``sparkcdc run --start-ts ... --target-ts ...`` to CSV over N
+   and over N x factor changes; the steady rate is the difference of rows over the difference of
+   wall times, the fixed cost the intercept; RSS and PSS of its process tree over time
+   (``--memory-rows`` adds a run over a separate backlog of that size, ``--big-txn`` one over a
+   single transaction of that many rows).
 """
 
 from __future__ import annotations
@@ -28,12 +29,30 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
 import time
+from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from common import (
+    MB,
+    Mark,
+    bare_spark,
+    loadavg,
+    mariadb_binlog,
+    memory_line,
+    print_timeline,
+    python_mysql_replication,
+    run_candidate,
+    run_pymysqlreplication,
+    sparkcdc_run,
+    steady,
+    write_rounds,
+)
 
 CHUNK = 1000
 """Rows per bulk statement (one transaction each)."""
@@ -82,32 +101,33 @@ def _chunks(lo: int, hi: int, size: int = CHUNK) -> list[tuple[int, int]]:
     return [(a, min(a + size - 1, hi)) for a in range(lo, hi + 1, size)]
 
 
-def write_workload(db: Any, rows: int) -> dict[str, Any]:
-    """~45% order inserts, 15% event inserts, 25% updates (bulk and single-row), 15% deletes."""
-    from sparkcdc.capture.start import head_offset, query_tso
-    from sparkcdc.capture.upstream import UpstreamConfig
-
-    up = UpstreamConfig.from_uri(db.uri)
+def create_tables(db: Any) -> None:
+    """The workload's database and its two tables."""
     db.execute("CREATE DATABASE bench", *TABLES)
+
+
+def write_round(conn: Any, first: int, rows: int) -> int:
+    """One round on ids first ..: ~45 % order inserts, 15 % event inserts, 25 % updates, 15 % deletes.
+
+    Returns the row changes written (updates count once).
+    """
     n_ord = rows * 45 // 100
     n_evt = rows * 15 // 100
     n_del = rows * 15 // 100
     n_upd = rows - n_ord - n_evt - n_del
     singles = min(SINGLE_ROW_TXNS, n_upd // 2)
-    start_ts = query_tso(up)
-    start = head_offset(up)
-    t0 = time.monotonic()
-    conn = db.connect("bench")
+    last = first + n_ord - 1
     with conn.cursor() as cur:
-        evt = _chunks(1, n_evt)
-        for k, (a, b) in enumerate(_chunks(1, n_ord)):
+        evt = _chunks(first, first + n_evt - 1)
+        ords = _chunks(first, last)
+        for k, (a, b) in enumerate(ords):
             cur.execute(INSERT_ORDERS.format(a=a, b=b))
             if k < len(evt):
                 cur.execute(INSERT_EVENTS.format(a=evt[k][0], b=evt[k][1]))
-        for a, b in evt[len(_chunks(1, n_ord)) :]:
+        for a, b in evt[len(ords) :]:
             cur.execute(INSERT_EVENTS.format(a=a, b=b))
-        bulk_upd = _chunks(1, n_upd - singles)
-        dels = _chunks(n_ord - n_del + 1, n_ord)
+        bulk_upd = _chunks(first, first + n_upd - singles - 1)
+        dels = _chunks(last - n_del + 1, last)
         for k in range(max(len(bulk_upd), len(dels))):
             if k < len(bulk_upd):
                 cur.execute(UPDATE_ORDERS.format(a=bulk_upd[k][0], b=bulk_upd[k][1]))
@@ -115,20 +135,31 @@ def write_workload(db: Any, rows: int) -> dict[str, Any]:
                 cur.execute(f"DELETE FROM orders WHERE id BETWEEN {dels[k][0]} AND {dels[k][1]}")
         for i in range(singles):
             cur.execute(
-                f"UPDATE orders SET note = 'single', big = big + 1 WHERE id = {n_upd - singles + 1 + i}"
+                f"UPDATE orders SET note = 'single', big = big + 1 WHERE id = {first + n_upd - singles + i}"
             )
-    conn.close()
-    write_s = time.monotonic() - t0
-    end = head_offset(up)
-    target_ts = query_tso(up)
+    return n_ord + n_evt + n_upd + n_del
+
+
+def write_big_txn(conn: Any, first: int, rows: int) -> int:
+    """One transaction of ``rows`` order inserts (one INSERT ... SELECT)."""
+    with conn.cursor() as cur:
+        cur.execute(INSERT_ORDERS.format(a=first, b=first + rows - 1))
+    return rows
+
+
+def write_workload(db: Any, rows: int) -> dict[str, Any]:
+    """The tables and one round of ``rows`` changes; the range as ts and binlog offsets."""
+    create_tables(db)
+    t0 = time.monotonic()
+    marks = write_rounds(db, [rows], write_round)
     return {
         "uri": db.uri,
-        "rows": n_ord + n_evt + n_upd + n_del,
-        "start_ts": start_ts,
-        "target_ts": target_ts,
-        "start": start.to_json(),
-        "end": end.to_json(),
-        "write_s": write_s,
+        "rows": marks[1].rows,
+        "start_ts": marks[0].ts,
+        "target_ts": marks[1].ts,
+        "start": marks[0].offset.to_json(),
+        "end": marks[1].offset.to_json(),
+        "write_s": time.monotonic() - t0,
     }
 
 
@@ -158,41 +189,6 @@ def run_capture(spec: dict[str, Any]) -> dict[str, Any]:
     for ev in reader.events():
         if isinstance(ev, RowChange):
             rows += 1
-    return {"rows": rows, "seconds": time.monotonic() - t0, "peak_rss": _vm_hwm()}
-
-
-def run_pymysqlreplication(spec: dict[str, Any]) -> dict[str, Any]:
-    """python-mysql-replication decoding every row of the same range."""
-    from pymysqlreplication import BinLogStreamReader
-    from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
-
-    from sparkcdc.capture.offset import Offset, file_seq
-    from sparkcdc.capture.upstream import UpstreamConfig
-
-    up = UpstreamConfig.from_uri(spec["uri"])
-    start, end = Offset.from_json(spec["start"]), Offset.from_json(spec["end"])
-    stream = BinLogStreamReader(
-        connection_settings={"host": up.host, "port": up.port, "user": up.user, "passwd": up.password},
-        server_id=90_017,
-        log_file=start.file,
-        log_pos=start.pos,
-        resume_stream=True,
-        blocking=False,
-        only_events=[WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent],
-        enable_logging=False,
-    )
-    rows = 0
-    end_key = end.key()
-    t0 = time.monotonic()
-    try:
-        for ev in stream:
-            # log_pos is where the event ends: stop at the first event that starts at or after the end.
-            if (file_seq(stream.log_file), stream.log_pos - ev.event_size) >= end_key:
-                break
-            for row in ev.rows:
-                rows += 1 if row else 0
-    finally:
-        stream.close()
     return {"rows": rows, "seconds": time.monotonic() - t0, "peak_rss": _vm_hwm()}
 
 
@@ -334,108 +330,106 @@ def idle_latency(spark: Any, spec: dict[str, Any], out_dir: str, cfg: Any) -> di
 CANDIDATES = {"e2e": run_end_to_end, "capture": run_capture, "pymysqlreplication": run_pymysqlreplication}
 
 
-# --- the parent: spawn, sample the process tree's RSS, print -----------------------------------------
+# --- the parent ----------------------------------------------------------------------------------------------
 
 
 def measure(name: str, spec: dict[str, Any]) -> dict[str, Any]:
-    """Run one candidate in a child process; add the peak RSS of its whole process tree."""
-    import psutil
-
-    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
-    with tempfile.TemporaryFile() as out:
-        p = subprocess.Popen(
-            [sys.executable, os.path.abspath(__file__), "--candidate", name, "--spec", json.dumps(spec)],
-            stdout=out,
-            env=env,
-        )
-        samples: list[tuple[float, int]] = []
-        timeline: list[tuple[float, int, int]] = []
-        """(time, JVM RSS, Python processes' RSS)"""
-        root = psutil.Process(p.pid)
-        at_peak: list[tuple[str, int]] = []
-        """The processes of the largest sample: (what it runs, RSS)."""
-        while p.poll() is None:
-            total = jvm = 0
-            here: list[tuple[str, int]] = []
-            try:
-                procs = [root, *root.children(recursive=True)]
-            except psutil.NoSuchProcess:
-                break
-            for proc in procs:
-                try:
-                    rss = proc.memory_info().rss
-                    total += rss
-                    if proc.name() == "java":
-                        jvm += rss
-                    here.append((_label(proc), rss))
-                except psutil.NoSuchProcess:
-                    pass  # a worker that just exited
-            now = time.time()
-            if total > max((x for _, x in samples), default=0):
-                at_peak = here
-            samples.append((now, total))
-            timeline.append((now, jvm, total - jvm))
-            time.sleep(0.1)
-        if p.returncode != 0:
-            raise RuntimeError(f"candidate {name} exited with {p.returncode}")
-        out.seek(0)
-        result = dict(json.loads(out.read().decode().strip().splitlines()[-1]))
-    result["tree_peak_rss"] = max((s for _, s in samples), default=0)
-    result["timeline"] = timeline
-    result["at_peak"] = sorted(at_peak, key=lambda x: -x[1])
+    """Run one candidate of this file in a child process, its process tree's memory sampled."""
+    r = run_candidate(Path(__file__).resolve(), name, spec)
     for run in ("cold", "warm"):
-        if run in result:
-            r = result[run]
-            r["tree_peak_rss"] = max((s for t, s in samples if r["t0"] <= t <= r["t1"]), default=0)
+        if run in r:
+            samples = r["memory"]["timeline"]
+            r[run]["tree_peak_rss"] = max(
+                (s[1] + s[2] for s in samples if r[run]["t0"] <= s[0] <= r[run]["t1"]), default=0
+            )
+    return r
+
+
+def csv_records(out: str) -> int:
+    """CSV records under a storage sink's directory."""
+    records = 0
+    for dirpath, _, files in os.walk(out):
+        for name in files:
+            if name.startswith("CDC") and name.endswith(".csv"):
+                records += Path(dirpath, name).read_bytes().count(b"\r\n")
+    return records
+
+
+def measure_whole(
+    db: Any, runs: list[tuple[str, Mark, Mark]], args: argparse.Namespace, out: str
+) -> dict[str, Any]:
+    """``sparkcdc run`` to CSV over each (name, start, end); ``--repeat-whole`` rounds, the fastest kept."""
+    result: dict[str, Any] = {}
+    for rep in range(args.repeat_whole):
+        for name, a, b in runs:
+            if rep and name not in ("N", "factor"):
+                continue  # the memory runs once
+            print(f"  sparkcdc run -> CSV, {name}: {b.rows - a.rows:,} changes ...", flush=True)
+            sink_dir = f"{out}/run-{name}-{rep}"
+            r = sparkcdc_run(
+                db.uri,
+                f"file://{sink_dir}?protocol=csv",
+                a.ts,
+                b.ts,
+                f"{out}/data-{name}-{rep}",
+                master=args.master,
+                trigger=args.trigger_interval,
+            )
+            r["rows"] = b.rows - a.rows
+            r["records"] = csv_records(sink_dir)
+            r["load"] = loadavg()
+            print(
+                f"    {r['wall']:.1f} s, {r['records']:,} CSV records, {memory_line(r['memory'])} ({r['load']})",
+                flush=True,
+            )
+            if name not in result or r["wall"] < result[name]["wall"]:
+                result[name] = r
     return result
 
 
-def _label(proc: Any) -> str:
-    """What a process of the tree runs: java, or the module a Python process was started with."""
-    cmd = proc.cmdline()
-    if proc.name() == "java" or not cmd:
-        return proc.name()
-    if "-m" in cmd:
-        return " ".join(cmd[cmd.index("-m") + 1 : cmd.index("-m") + 3])
-    return " ".join(os.path.basename(c) for c in cmd[:2])
-
-
-def print_rss_timeline(e2e: dict[str, Any], step: float = 2.0) -> None:
-    """RSS of the end-to-end process tree over time: the largest sample of each ``step`` seconds."""
-    timeline = e2e["timeline"]
-    if not timeline:
-        return
-    t0 = e2e["t_begin"]
-    marks = {"cold": e2e["cold"], "warm": e2e["warm"]}
-    print()
-    print(f"RSS of the end-to-end process tree over time (largest sample of each {step:.0f} s; MB):")
-    print(f"{'s':>6} {'JVM':>6} {'Python':>7} {'total':>6}  phase")
-    k = 0
-    while k < len(timeline):
-        start = timeline[k][0]
-        bucket = []
-        while k < len(timeline) and timeline[k][0] < start + step:
-            bucket.append(timeline[k])
-            k += 1
-        top = max(bucket, key=lambda x: x[1] + x[2])
-        phase = next((n for n, r in marks.items() if r["t0"] <= top[0] <= r["t1"]), "")
-        print(
-            f"{top[0] - t0:>6.1f} {top[1] / 2**20:>6.0f} {top[2] / 2**20:>7.0f} "
-            f"{(top[1] + top[2]) / 2**20:>6.0f}  {phase}"
-        )
-    print("the processes of the largest sample (RSS MB; forked workers share pages, counted in each):")
-    for label, rss in e2e["at_peak"]:
-        print(f"  {rss / 2**20:>6.0f}  {label[:90]}")
+def _rounds(total: int, size: int) -> list[int]:
+    return [min(size, total - k) for k in range(0, total, size)]
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark and print the figures."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--rows", type=int, default=200_000, help="row changes in the workload (default 200000)")
     ap.add_argument(
-        "--master", default="local[2]", help="Spark master of the end-to-end run (default local[2])"
+        "--rows", type=int, default=200_000, help="N: row changes of the first round (default 200000)"
+    )
+    ap.add_argument(
+        "--backlog-factor",
+        type=int,
+        default=3,
+        help="the second whole-process run covers N x this (default 3)",
+    )
+    ap.add_argument(
+        "--memory-rows",
+        type=int,
+        default=0,
+        help="also a whole-process run over a separate backlog of this many changes",
+    )
+    ap.add_argument(
+        "--big-txn",
+        type=int,
+        default=0,
+        help="also a whole-process run over one transaction of this many rows",
+    )
+    ap.add_argument(
+        "--repeat-whole",
+        type=int,
+        default=1,
+        help="whole-process runs of N and N x factor; the fastest counts",
+    )
+    ap.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
+    ap.add_argument(
+        "--trigger-interval", default="200 milliseconds", help="micro-batch trigger of sparkcdc run"
     )
     ap.add_argument("--idle-seconds", type=float, default=20.0, help="length of the idle-stream latency test")
+    ap.add_argument(
+        "--skip-session", action="store_true", help="no in-session (cold/warm) runs, no idle test"
+    )
+    ap.add_argument("--skip-whole", action="store_true", help="no whole-process (sparkcdc run) runs")
     ap.add_argument("--candidate", help=argparse.SUPPRESS)
     ap.add_argument("--spec", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -445,60 +439,221 @@ def main(argv: list[str] | None = None) -> int:
 
     from sparkcdc.services.mariadb import LocalMariaDB
 
+    n = args.rows
+    print(f"cores: {os.cpu_count()}; Spark master {args.master}; {loadavg()}", flush=True)
     with LocalMariaDB() as db, tempfile.TemporaryDirectory(prefix="bench-storage-") as out:
-        w = write_workload(db, args.rows)
+        create_tables(db)
+        t0 = time.monotonic()
+        sizes = [n, n * (args.backlog_factor - 1)]
+        marks = write_rounds(db, sizes, write_round)
+        whole_runs: list[tuple[str, Mark, Mark]] = [("N", marks[0], marks[1]), ("factor", marks[0], marks[2])]
+        if args.memory_rows:
+            more = write_rounds(db, _rounds(args.memory_rows, 1_000_000), write_round, sum(sizes) + 1)
+            base = marks[-1].rows
+            big = [Mark(m.ts, m.offset, m.rows + base) for m in more]
+            whole_runs.append(("memory", big[0], big[-1]))
+        if args.big_txn:
+            txn = write_rounds(db, [args.big_txn], write_big_txn, sum(sizes) + args.memory_rows + 1)
+            whole_runs.append(("big-txn", txn[0], txn[1]))
         print(
-            f"workload: {w['rows']} row changes in {w['write_s']:.1f}s; ts {w['start_ts']} -> {w['target_ts']}; "
-            f"cores: {os.cpu_count()}; Spark master {args.master}",
+            f"workload: {', '.join(f'{nm} {b.rows - a.rows:,} changes' for nm, a, b in whole_runs)}; "
+            f"written in {time.monotonic() - t0:.1f}s; {loadavg()}",
             flush=True,
         )
-        spec = dict(w, out=out, master=args.master, idle_seconds=args.idle_seconds)
+        first, mid, end = marks[0], marks[1], marks[2]
+        spec = {
+            "uri": db.uri,
+            "start_ts": first.ts,
+            "target_ts": mid.ts,
+            "start": first.offset.to_json(),
+            "end": mid.offset.to_json(),
+            "out": out,
+            "master": args.master,
+            "idle_seconds": args.idle_seconds,
+        }
+        print("baselines: python-mysql-replication decode (N) ...", flush=True)
+        pmr = python_mysql_replication(db, first.offset, mid.offset)
+        print(f"  {pmr['rate']:,.0f} rows/s ({loadavg()})", flush=True)
+        print(f"baselines: mariadb-binlog -v decode (N x {args.backlog_factor}) ...", flush=True)
+        mbl = mariadb_binlog(db, first.offset, end.offset)
+        print(f"  {mbl['rate']:,.0f} rows/s ({loadavg()})", flush=True)
+        print("baselines: bare Spark session (start, count, stop) ...", flush=True)
+        bare = bare_spark(args.master)
+        print(f"  {bare['wall_s']:.1f} s ({loadavg()})", flush=True)
+        print("capture alone (N) ...", flush=True)
         cap = measure("capture", spec)
-        pmr = measure("pymysqlreplication", spec)
-        e2e = measure("e2e", spec)
-
-    def line(name: str, rows: int, seconds: float, rss: int) -> str:
-        return f"{name:52} {rows:>9} {seconds:>8.2f} {rows / seconds:>10.0f} {rss / 2**20:>12.0f}"
-
-    print()
-    print(f"{'measure':52} {'rows':>9} {'seconds':>8} {'rows/s':>10} {'peak RSS MB':>12}")
-    print("-" * 95)
-    cold, warm = e2e["cold"], e2e["warm"]
-    print(line("end to end, warm: binlog -> Spark -> CSV files", warm["rows"], warm["seconds"], warm["tree_peak_rss"]))  # fmt: skip
-    print(line("end to end, cold: first changefeed of the session", cold["rows"], cold["seconds"], cold["tree_peak_rss"]))  # fmt: skip
-    print(line("  cold, Spark session start-up included", cold["rows"], cold["t1"] - e2e["t_begin"], e2e["tree_peak_rss"]))  # fmt: skip
-    print(line("capture alone: RowReader -> RowChange", cap["rows"], cap["seconds"], cap["tree_peak_rss"]))
-    print(
-        line(
-            "python-mysql-replication 1.0.17 decode alone", pmr["rows"], pmr["seconds"], pmr["tree_peak_rss"]
-        )
-    )
-    rate_pmr = pmr["rows"] / pmr["seconds"]
-    print()
-    print(
-        f"end to end / python-mysql-replication: warm {warm['rows'] / warm['seconds'] / rate_pmr:.2f}x, "
-        f"cold {cold['rows'] / cold['seconds'] / rate_pmr:.2f}x (target >= 3x)"
-    )
-    print(
-        f"end to end (warm) / capture alone: {warm['rows'] / warm['seconds'] / (cap['rows'] / cap['seconds']):.2f}x"
-    )
-    print(
-        f"end-to-end runs: {warm['batches']} micro-batch(es), {warm['csv_records']} CSV records each; "
-        f"Spark session start-up {e2e['t_spark'] - e2e['t_begin']:.1f}s"
-    )
-    idle = e2e.get("idle")
-    if idle:
-        print(
-            f"micro-batch overhead on an idle stream (1 row / 0.5 s, {idle['rows']} rows, "
-            f"{idle['delivered']} delivered): median {idle['median_s'] * 1000:.0f} ms, "
-            f"p90 {idle['p90_s'] * 1000:.0f} ms, max {idle['max_s'] * 1000:.0f} ms (COMMIT -> batch committed)"
-        )
-    print_rss_timeline(e2e)
-    got = (("cold", cold), ("warm", warm), ("capture", cap), ("python-mysql-replication", pmr))
-    mismatched = [n for n, r in got if r["rows"] != w["rows"]]
-    if mismatched:
-        print(f"WARNING: row counts differ from the workload's {w['rows']}: {mismatched}")
+        e2e = None
+        if not args.skip_session:
+            print("in session: sparkcdc -> CSV (cold, warm, idle stream) ...", flush=True)
+            e2e = measure("e2e", spec)
+        whole: dict[str, Any] = {}
+        if not args.skip_whole:
+            print("whole process: sparkcdc run -> CSV ...", flush=True)
+            whole = measure_whole(db, whole_runs, args, out)
+    print_report(args, whole_runs, pmr, mbl, bare, cap, e2e, whole)
     return 0
+
+
+def _row(name: str, rows: int | str, seconds: float, rate: float, extra: str = "") -> str:
+    rows_s = f"{rows:,}" if isinstance(rows, int) else rows
+    return f"{name:58} {rows_s:>10} {seconds:>8.2f} {rate:>10,.0f}  {extra}"
+
+
+def print_report(
+    args: argparse.Namespace,
+    whole_runs: list[tuple[str, Mark, Mark]],
+    pmr: dict[str, Any],
+    mbl: dict[str, Any],
+    bare: dict[str, Any],
+    cap: dict[str, Any],
+    e2e: dict[str, Any] | None,
+    whole: dict[str, Any],
+) -> None:
+    """Every figure, the baselines first, then the ratios the issue's targets are on."""
+    n = args.rows
+    f = args.backlog_factor
+    print()
+    print(f"{'measure':58} {'rows':>10} {'seconds':>8} {'rows/s':>10}  notes")
+    print("-" * 110)
+    print(
+        _row("baseline: python-mysql-replication 1.0.17 decode (N)", pmr["rows"], pmr["seconds"], pmr["rate"])
+    )
+    print(_row(f"baseline: mariadb-binlog -v decode (N x {f})", mbl["rows"], mbl["seconds"], mbl["rate"]))
+    print(
+        _row(
+            "baseline: bare Spark session: start, count, stop",
+            "-",
+            bare["wall_s"],
+            float("nan"),
+            f"peak RSS {bare['peak_rss'] / MB:,.0f} MB",
+        )
+    )
+    print(
+        _row(
+            "capture alone: RowReader -> RowChange (N)",
+            cap["rows"],
+            cap["seconds"],
+            cap["rows"] / cap["seconds"],
+        )
+    )
+    if e2e is not None:
+        cold, warm = e2e["cold"], e2e["warm"]
+        print(
+            _row(
+                "in session -> CSV, cold, Spark start included",
+                cold["rows"],
+                cold["t1"] - e2e["t_begin"],
+                cold["rows"] / (cold["t1"] - e2e["t_begin"]),
+                memory_line(e2e["memory"]),
+            )
+        )
+        print(
+            _row(
+                "in session -> CSV, cold, query only",
+                cold["rows"],
+                cold["seconds"],
+                cold["rows"] / cold["seconds"],
+            )
+        )
+        print(
+            _row(
+                "in session -> CSV, warm (2nd changefeed)",
+                warm["rows"],
+                warm["seconds"],
+                warm["rows"] / warm["seconds"],
+            )
+        )
+    for name, _a, _b in whole_runs:
+        r = whole.get(name)
+        if r is None:
+            continue
+        first = r["phases"].get("batch")
+        print(
+            _row(
+                f"sparkcdc run -> CSV, {name}",
+                r["rows"],
+                r["wall"],
+                r["rows"] / r["wall"],
+                f"first batch at {first:.1f}s" if first else "",
+            )
+        )
+    print()
+    if "N" in whole and "factor" in whole:
+        rn, rf = whole["N"], whole["factor"]
+        rate, fixed = steady(rn["rows"], rn["wall"], rf["rows"], rf["wall"])
+        print(
+            f"whole process, steady rate (rows of N x {f} - rows of N) / (time - time): {rate:,.0f} rows/s; "
+            f"fixed cost (intercept) {fixed:.1f} s; bare Spark session {bare['wall_s']:.1f} s"
+        )
+        print(
+            f"  target 1: CSV steady >= 200,000 rows/s: {'met' if rate >= 200_000 else 'not met'} ({rate:,.0f})"
+        )
+        print(
+            f"  target 1: steady / mariadb-binlog >= 40 %: {rate / mbl['rate'] * 100:.0f} % "
+            f"({'met' if rate >= 0.4 * mbl['rate'] else 'not met'})"
+        )
+        print(f"  steady / python-mysql-replication: {rate / pmr['rate']:.2f}x")
+        for name, r in (("N", rn), ("N x factor", rf)):
+            print(f"  {name}: {r['rows'] / r['wall'] / pmr['rate']:.2f}x python-mysql-replication, "
+                  f"{r['rows'] / r['wall'] / mbl['rate'] * 100:.0f} % of mariadb-binlog (whole run, start included)")  # fmt: skip
+    if e2e is not None:
+        warm = e2e["warm"]
+        rate_w = warm["rows"] / warm["seconds"]
+        print(
+            f"in session, warm: {rate_w / pmr['rate']:.2f}x python-mysql-replication, "
+            f"{rate_w / mbl['rate'] * 100:.0f} % of mariadb-binlog; {warm['batches']} micro-batch(es), "
+            f"{warm['csv_records']} CSV records"
+        )
+        idle = e2e.get("idle")
+        if idle:
+            print(
+                f"micro-batch overhead on an idle stream (1 row / 0.5 s, {idle['rows']} rows, "
+                f"{idle['delivered']} delivered): median {idle['median_s'] * 1000:.0f} ms, "
+                f"p90 {idle['p90_s'] * 1000:.0f} ms, max {idle['max_s'] * 1000:.0f} ms (COMMIT -> batch committed)"
+            )
+    if whole:
+        print()
+        print("memory of the whole process tree (sparkcdc run: JVM + Python processes):")
+        peaks = []
+        for name, a, b in whole_runs:
+            r = whole.get(name)
+            if r is not None:
+                peaks.append((b.rows - a.rows, r["memory"]["peak_rss"]))
+                print(f"  {name:8} {b.rows - a.rows:>10,} changes: {memory_line(r['memory'])}")
+        if len(peaks) >= 2:
+            lo, hi = min(peaks), max(peaks)
+            grows = hi[1] > lo[1] * 1.10
+            print(
+                f"  peak RSS from {lo[0]:,} to {hi[0]:,} changes: {lo[1] / MB:,.0f} -> {hi[1] / MB:,.0f} MB "
+                f"({'grows' if grows else 'does not grow'} with the backlog, > 10 % counts as growing); "
+                f"target 3 (<= 1 GB): {'met' if all(p <= 2**30 for _, p in peaks) else 'not met'}"
+            )
+        largest = max(whole.values(), key=lambda r: r["rows"])
+        print(f"RSS over time of the largest run ({largest['rows']:,} changes):")
+        print_timeline(largest["memory"], largest["t0"])
+    if e2e is not None:
+        print()
+        print("in-session process tree (cold, then warm):")
+        print_timeline(
+            e2e["memory"], e2e["t_begin"], {k: (e2e[k]["t0"], e2e[k]["t1"]) for k in ("cold", "warm")}
+        )
+    bad = []
+    for name, a, b in whole_runs:
+        r = whole.get(name)
+        if r is not None and r["records"] != b.rows - a.rows:
+            bad.append(f"{name}: {r['records']} CSV records")
+    if e2e is not None:
+        for run in ("cold", "warm"):
+            if e2e[run]["rows"] != n:
+                bad.append(f"in session {run}: {e2e[run]['rows']}")
+    for name, r in (("capture", cap), ("python-mysql-replication", pmr)):
+        if r["rows"] != n:
+            bad.append(f"{name}: {r['rows']}")
+    if mbl["rows"] != n * f:
+        bad.append(f"mariadb-binlog: {mbl['rows']}")
+    if bad:
+        print(f"WARNING: counts differ from the workload's: {bad}")
+    print(f"(one run; {loadavg()} on {os.cpu_count()} cores)")
 
 
 if __name__ == "__main__":

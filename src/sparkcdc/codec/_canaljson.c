@@ -56,6 +56,8 @@ typedef struct {
     PyObject *decimal_type;
 } ColumnsObject;
 
+static PyObject *S_op, *S_before, *S_after, *S_commit_ts; /* interned attribute names of a row change */
+
 /* ------------------------------------------------------------------ output buffer */
 
 #define STACK_BYTES 4096
@@ -627,6 +629,168 @@ static PyObject *Columns_message(ColumnsObject *self, PyObject *const *args, Py_
     return finish(&b);
 }
 
+/* One message of messages(): NULL on error, Py_None (a new reference) when the fallback must render it. */
+static PyObject *run_message(ColumnsObject *self, PyObject *row, PyObject *ts, PyObject *const *args,
+                             PyObject *promotions)
+{
+    char stack[STACK_BYTES];
+    Buf b = {stack, 0, sizeof stack, NULL};
+    PyObject *op, *before, *after, *img, *prefix, *out = NULL;
+    Py_ssize_t i, np;
+    int is_update = 0;
+    Py_UCS4 c;
+    PyObject *row_ts = PyObject_GetAttr(row, S_commit_ts);
+    int same_ts;
+    if (row_ts == NULL)
+        return NULL;
+    same_ts = PyObject_RichCompareBool(row_ts, ts, Py_EQ);
+    Py_DECREF(row_ts);
+    if (same_ts != 1) {
+        /* the prefixes carry another commit_ts (or the comparison failed): the fallback writes it */
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    op = PyObject_GetAttr(row, S_op);
+    if (op == NULL)
+        return NULL;
+    before = PyObject_GetAttr(row, S_before);
+    if (before == NULL) {
+        Py_DECREF(op);
+        return NULL;
+    }
+    after = PyObject_GetAttr(row, S_after);
+    if (after == NULL) {
+        Py_DECREF(op);
+        Py_DECREF(before);
+        return NULL;
+    }
+    c = PyUnicode_Check(op) && PyUnicode_GET_LENGTH(op) == 1 ? PyUnicode_READ_CHAR(op, 0) : 0;
+    if (c == 'D') {
+        img = before;
+        prefix = args[2];
+    } else if (c == 'I' || (c == 'U' && before == Py_None)) {
+        img = after;
+        prefix = args[0];
+    } else if (c == 'U') {
+        img = after;
+        prefix = args[1];
+        is_update = 1;
+    } else {
+        goto fallback;
+    }
+    if (prefix == Py_None || !image_ok(self, img) || (is_update && !image_ok(self, before)))
+        goto fallback;
+    /* an UNSIGNED value above its signed range changes the sqlType: the fallback writes that one */
+    np = PyTuple_GET_SIZE(promotions);
+    for (i = 0; i < np; i++) {
+        PyObject *p = PyTuple_GET_ITEM(promotions, i);
+        PyObject *v = PyTuple_GET_ITEM(img, PyLong_AsSsize_t(PyTuple_GET_ITEM(p, 0)));
+        int gt;
+        if (v == Py_None)
+            continue;
+        gt = PyObject_RichCompareBool(v, PyTuple_GET_ITEM(p, 1), Py_GT);
+        if (gt != 0) {
+            PyErr_Clear(); /* an error: the fallback raises it the reference's way */
+            goto fallback;
+        }
+    }
+    if (buf_put_str(&b, prefix) < 0)
+        goto fail;
+    if (is_update) {
+        if (put_columns(self, &b, before) < 0 || buf_put_str(&b, args[3]) < 0)
+            goto fail;
+    }
+    if (put_columns(self, &b, img) < 0 || buf_put_str(&b, args[4]) < 0)
+        goto fail;
+    out = finish(&b);
+    Py_DECREF(op);
+    Py_DECREF(before);
+    Py_DECREF(after);
+    return out;
+fallback:
+    Py_DECREF(op);
+    Py_DECREF(before);
+    Py_DECREF(after);
+    if (b.heap != NULL)
+        PyMem_Free(b.heap);
+    Py_RETURN_NONE;
+fail:
+    Py_DECREF(op);
+    Py_DECREF(before);
+    Py_DECREF(after);
+    return fail_buf(&b);
+}
+
+static PyObject *Columns_messages(ColumnsObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *rows, *ts, *promotions, *fallback, *seq, *out;
+    Py_ssize_t n, i, k;
+    if (nargs != 9) {
+        PyErr_SetString(PyExc_TypeError, "messages(rows, ts, insert, update, delete, middle, suffix, promotions, "
+                                         "fallback) takes 9 arguments");
+        return NULL;
+    }
+    rows = args[0];
+    ts = args[1];
+    promotions = args[7];
+    fallback = args[8];
+    for (k = 2; k <= 4; k++) {
+        if (args[k] != Py_None && !PyUnicode_Check(args[k])) {
+            PyErr_SetString(PyExc_TypeError, "messages: the prefixes must be str or None");
+            return NULL;
+        }
+    }
+    if (!PyTuple_Check(promotions)) {
+        PyErr_SetString(PyExc_TypeError, "messages: promotions must be a tuple of (index, limit)");
+        return NULL;
+    }
+    for (k = 0; k < PyTuple_GET_SIZE(promotions); k++) {
+        PyObject *p = PyTuple_GET_ITEM(promotions, k);
+        Py_ssize_t idx;
+        if (!PyTuple_Check(p) || PyTuple_GET_SIZE(p) != 2) {
+            PyErr_SetString(PyExc_TypeError, "messages: promotions must be a tuple of (index, limit)");
+            return NULL;
+        }
+        idx = PyLong_AsSsize_t(PyTuple_GET_ITEM(p, 0));
+        if (idx == -1 && PyErr_Occurred())
+            return NULL;
+        if (idx < 0 || idx >= self->width) {
+            PyErr_SetString(PyExc_ValueError, "messages: a promotion's index is outside the row");
+            return NULL;
+        }
+    }
+    seq = PySequence_Fast(rows, "messages: rows must be a sequence");
+    if (seq == NULL)
+        return NULL;
+    n = PySequence_Fast_GET_SIZE(seq);
+    out = PyList_New(n);
+    if (out == NULL) {
+        Py_DECREF(seq);
+        return NULL;
+    }
+    /* run_message sees args[2..6]: insert, update, delete, middle, suffix */
+    for (i = 0; i < n; i++) {
+        PyObject *row = PySequence_Fast_GET_ITEM(seq, i);
+        PyObject *m = run_message(self, row, ts, args + 2, promotions);
+        if (m == Py_None) {
+            Py_DECREF(m);
+            m = PyObject_CallOneArg(fallback, row);
+            if (m != NULL && !PyBytes_Check(m)) {
+                PyErr_SetString(PyExc_TypeError, "messages: the fallback must return bytes");
+                Py_CLEAR(m);
+            }
+        }
+        if (m == NULL) {
+            Py_DECREF(seq);
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyList_SET_ITEM(out, i, m);
+    }
+    Py_DECREF(seq);
+    return out;
+}
+
 /* The value tokens of img's columns, one after another, in b; ends[i] is where column i's ends. */
 static int put_tokens(ColumnsObject *self, Buf *b, PyObject *img, size_t *ends)
 {
@@ -719,6 +883,12 @@ static PyMethodDef Columns_methods[] = {
     {"message_changed", (PyCFunction)(void (*)(void))Columns_message_changed, METH_FASTCALL,
      "message_changed(prefix, before, middle, img, suffix) -> bytes | None: message() with only the columns "
      "of before whose token differs from img's; None for a wrong image."},
+    {"messages", (PyCFunction)(void (*)(void))Columns_messages, METH_FASTCALL,
+     "messages(rows, ts, insert, update, delete, middle, suffix, promotions, fallback) -> list[bytes]: the "
+     "message of each row change (op, before, after): insert/update/delete prefix, before's columns and middle "
+     "(an UPDATE with its pre-image), the image's columns, suffix. A row whose commit_ts is not ts, whose "
+     "prefix is None, whose image is wrong, or whose image holds a value above a promotion's (index, limit) "
+     "is fallback(row)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1295,6 +1465,12 @@ PyMODINIT_FUNC PyInit__canaljson(void)
 {
     PyObject *m;
     init_escape_table();
+    S_op = PyUnicode_InternFromString("op");
+    S_before = PyUnicode_InternFromString("before");
+    S_after = PyUnicode_InternFromString("after");
+    S_commit_ts = PyUnicode_InternFromString("commit_ts");
+    if (S_op == NULL || S_before == NULL || S_after == NULL || S_commit_ts == NULL)
+        return NULL;
     if (PyType_Ready(&ColumnsType) < 0 || PyType_Ready(&CsvFieldsType) < 0)
         return NULL;
     m = PyModule_Create(&moduledef);

@@ -35,6 +35,18 @@ class Columns:
     def message_changed(
         self, prefix: str, before: tuple[Any, ...], middle: str, img: tuple[Any, ...], suffix: str
     ) -> bytes | None: ...
+    def messages(
+        self,
+        rows: Sequence[Any],
+        ts: int,
+        insert: str | None,
+        update: str | None,
+        delete: str | None,
+        middle: str,
+        suffix: str,
+        promotions: tuple[tuple[int, int], ...],
+        fallback: Callable[[Any], bytes],
+    ) -> list[bytes]: ...
 
 def json_str(s: str) -> bytes: ...
 def json_latin1(b: bytes) -> bytes: ...

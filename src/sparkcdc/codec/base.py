@@ -31,6 +31,7 @@ KeyValue = tuple[bytes | None, bytes | None]
 """One message: key (None: no key) and value (None: a tombstone)."""
 
 ValueEncoder = Callable[["RowChange"], bytes]
+RowsEncoder = Callable[[list["RowChange"]], list[bytes]]
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,11 @@ class Encoder(ABC):
     def value_encoder(self, row: RowChange, table: TableInfo) -> ValueEncoder | None:
         """The value of each row change of ``row``'s schema and table name with shape ``table``,
         for protocols that send one keyless value per row; None for the others."""
+
+    def rows_encoder(self, row: RowChange, table: TableInfo) -> RowsEncoder | None:
+        """``value_encoder`` for a list of row changes of one table and one commit_ts at once (a run of
+        one transaction); None where the protocol has none (the writer then encodes row by row)."""
+        return None
 
     @abstractmethod
     def messages(self, row: RowChange, table: TableInfo, topic: str = "") -> list[KeyValue]:

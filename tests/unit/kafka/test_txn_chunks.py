@@ -127,7 +127,7 @@ def test_a_large_transaction_is_sent_in_reordered_chunks(tansu: LocalTansu) -> N
     held = 0
     for row in rows:
         w.write(row, T)
-        held = max(held, len(w._txn))
+        held = max(held, w._held)
     assert held < BOUND
     msg = w.close()
     want = expected(sink, rows, BOUND)
@@ -142,7 +142,7 @@ def test_write_rows_keeps_the_bound_and_each_split_in_one_chunk(tansu: LocalTans
     held = 0
     for i in range(0, len(rows), 37):  # lists of a ROWS event's size, not aligned with the bound
         w.write_rows(rows[i : i + 37], T)
-        held = max(held, len(w._txn))
+        held = max(held, w._held)
     assert held < BOUND
     msg = w.close()
     assert w.chunks >= len(rows) * 5 // 4 // BOUND - 1

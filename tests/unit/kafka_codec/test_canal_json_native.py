@@ -10,6 +10,7 @@ fallback, rows by the reference).
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 import pickle
@@ -350,6 +351,50 @@ def test_rows_are_byte_identical_to_the_reference(opts: dict[str, bool], path: s
     # the randomized set really exercises the fast path: most rows encode, a few hit errors
     assert checked == 1000
     assert 0 < errors < checked // 4
+
+
+def _runs(rows: list[RowChange], rnd: random.Random) -> list[list[RowChange]]:
+    """The rows cut into runs of one commit_ts (a transaction's rows of one table), some with an intruder."""
+    runs = []
+    i = 0
+    while i < len(rows):
+        n = rnd.choice((1, 2, 5, 17, 60))
+        ts = rows[i].commit_ts
+        run = [dataclasses.replace(r, commit_ts=ts) for r in rows[i : i + n]]
+        if len(run) > 2 and rnd.random() < 0.1:
+            run[1] = dataclasses.replace(run[1], commit_ts=ts + 1)  # another commit_ts: the per-row path
+        runs.append(run)
+        i += n
+    return runs
+
+
+@pytest.mark.parametrize("opts", OPTION_SETS, ids=lambda o: "-".join(k for k, v in o.items() if v) or "plain")
+def test_runs_are_byte_identical_to_the_reference(opts: dict[str, bool], path: str) -> None:
+    """``rows_encoder`` (one C call per run) writes the reference's message for every row of a run."""
+    rnd = random.Random(7 + (hash(tuple(opts.values())) & 0xFFFF))
+    ref, new = _encoders(opts)
+    checked = errors = 0
+    for table, n in ((ALL_TYPES, 700), (NO_KEY, 150), (UK_ONLY, 150)):
+        for run in _runs(_rows(table, rnd, n), rnd):
+            want: list[bytes] = []
+            failure: tuple[str, Any] | None = None
+            for row in run:
+                outcome = _outcome(ref.encode_row, row, table)
+                if outcome[0] == "error":
+                    failure = outcome
+                    break
+                want.append(outcome[1])
+            got = _outcome(new.rows_encoder(run[0], table), run)
+            if failure is not None:
+                assert got == failure, run
+                errors += 1
+            else:
+                assert got == ("ok", want), run
+                checked += len(run)
+    _check_path(new, path)
+    # most runs encode (a run stops at its first row the reference refuses)
+    assert checked > 100
+    assert errors > 0
 
 
 def test_odd_images_are_handled_like_the_reference(path: str) -> None:

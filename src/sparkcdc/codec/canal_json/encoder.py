@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from sparkcdc.codec.base import CodecOptions, Encoder, KeyValue
+from sparkcdc.codec.base import CodecOptions, Encoder, KeyValue, RowsEncoder
 from sparkcdc.codec.canal_json.messages import ddl_message, watermark_message
 from sparkcdc.codec.canal_json.native import NativeRows, native_rows
 from sparkcdc.codec.canal_json.reference import TableLayout, json_str, render_columns
@@ -141,6 +141,52 @@ class ReferenceCanalJsonEncoder(Encoder):
             return encode(rows, r, None)
 
         return encode_table_row
+
+    def rows_encoder(self, row: RowChange, table: TableInfo) -> RowsEncoder:
+        """``row_encoder`` for lists of row changes that share ``row``'s commit_ts (a run of one transaction).
+
+        With the C renderer, a list is one call (``Columns.messages``) that writes every INSERT,
+        DELETE and UPDATE message from prefixes made once per list; a row it does not take (another
+        commit_ts, an UNSIGNED value that changes the ``sqlType``, only-output-updated-columns
+        UPDATEs, handle-key-only DELETEs, odd images) is rendered by ``encode_row``'s path.
+        """
+        rows = self._table_rows(row, table)
+        encode = self._encode
+
+        def encode_one(r: RowChange) -> bytes:
+            return encode(rows, r, None)
+
+        native = rows.native
+        if native is None:
+
+            def encode_each(rs: list[RowChange]) -> list[bytes]:
+                return [encode(rows, r, None) for r in rs]
+
+            return encode_each
+        layout = rows.layout
+        columns = native.all
+        promotions = layout.promotions
+        types = f'"sqlType":{layout.static_sql_type(False)},"mysqlType":{layout.mysql_type[False]},"old":'
+        base = layout.head
+        extension = self.enable_tidb_extension
+        updates = not self.only_output_updated_columns
+        deletes = not self.delete_only_output_handle_key_columns
+        now_ms = self._now_ms
+
+        def encode_rows(rs: list[RowChange]) -> list[bytes]:
+            if not rs:
+                return []
+            ts = rs[0].commit_ts
+            common = f'","es":{ts >> 18},"ts":{now_ms()},"sql":"",{types}'
+            insert = f'{base}INSERT{common}null,"data":[{{'
+            update = f"{base}UPDATE{common}[{{" if updates else None
+            delete = f'{base}DELETE{common}null,"data":[{{' if deletes else None
+            tail = f'}}],"_tidb":{{"commitTs":{ts}}}}}' if extension else "}]}"
+            return columns.messages(
+                rs, ts, insert, update, delete, '}],"data":[{', tail, promotions, encode_one
+            )
+
+        return encode_rows
 
     def encode_row_handle_key_only(self, row: RowChange, table: TableInfo) -> bytes:
         """The large-message form: only handle-key columns and ``_tidb.onlyHandleKey=true``."""

@@ -223,6 +223,16 @@ class TableLayout:
         }
         """``mysqlType`` of all columns (False) or of the handle-key columns (True)."""
 
+    @property
+    def promotions(self) -> tuple[tuple[int, int], ...]:
+        """(index, largest value of the signed type) of each UNSIGNED column: a value above it changes
+        the row's ``sqlType`` (see ``sql_type``)."""
+        return tuple(self._promotions)
+
+    def static_sql_type(self, only_handle: bool) -> str:
+        """The ``sqlType`` object of a row with no UNSIGNED value above its signed range."""
+        return self._static_sql_type[only_handle]
+
     def columns(self, only_handle: bool) -> list[ColumnLayout]:
         """The columns a message lists: all, or only the handle-key columns."""
         return self.handle_cols if only_handle else self.cols

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from sparkcdc.codec.base import CodecOptions, Encoder, KeyValue, ValueEncoder
+from sparkcdc.codec.base import CodecOptions, Encoder, KeyValue, RowsEncoder, ValueEncoder
 from sparkcdc.codec.base import build_encoder as build_codec
 from sparkcdc.errors import ConfigError, SinkURIError
 from sparkcdc.sink.kafka.config import KNOWN_PROTOCOLS, KafkaOptions
@@ -65,6 +65,23 @@ class MessageEncoder:
         """For protocols that send one keyless message per row: that message's value for rows of
         ``row``'s schema and table name with shape ``table`` (the writer's fast path); else None."""
         return self.codec.value_encoder(row, table)
+
+    def rows_encoder(self, row: RowChange, table: TableInfo) -> RowsEncoder | None:
+        """For protocols that send one keyless message per row: the values of a list of row changes of
+        ``row``'s table and commit_ts at once (the codec's run encoder, else its value encoder row by
+        row); None for the others."""
+        encode_rows = self.codec.rows_encoder(row, table)
+        if encode_rows is not None:
+            return encode_rows
+        encode_value = self.codec.value_encoder(row, table)
+        if encode_value is None:
+            return None
+        one = encode_value
+
+        def encode_each(rows: list[RowChange]) -> list[bytes]:
+            return [one(r) for r in rows]
+
+        return encode_each
 
     def _canal(self, what: str) -> Any:
         from sparkcdc.codec.canal_json import ReferenceCanalJsonEncoder

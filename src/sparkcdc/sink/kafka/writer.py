@@ -1,10 +1,10 @@
 """Executor side of the Kafka sink: ``KafkaPartitionWriter`` produces one writer group's rows.
 
 A writer buffers each transaction, splits its key-changing UPDATEs (spec §7, reordering the
-transaction DELETE < UPDATE < INSERT), encodes every row with its table's cached route
-(``_TableRoute``: topic, partition rule, key columns, value encoder), applies the large-message
-rules and produces with delivery tracking; ``close()`` returns once the broker acknowledged every
-message. A transaction larger than ``MAX_TXN_ROWS`` row changes is sent in chunks of that many as it
+transaction DELETE < UPDATE < INSERT), encodes each run of consecutive rows of one table with its
+table's cached route (``_TableRoute``: topic, partition rule, key columns, run encoder: one call per
+run, for canal-json in C), applies the large-message rules and produces with delivery tracking;
+``close()`` returns once the broker acknowledged every message. A transaction larger than ``MAX_TXN_ROWS`` row changes is sent in chunks of that many as it
 arrives (the reorder applies within each chunk), so a writer's memory does not grow with it.
 ``writer_group`` maps a Kafka (topic, partition) onto the writer group that owns it.
 """
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from sparkcdc.sink.base import PartitionWriter, WriterContext
 from sparkcdc.sink.kafka.config import MESSAGE_OVERHEAD
-from sparkcdc.sink.kafka.encoders import KeyValue, MessageEncoder
+from sparkcdc.sink.kafka.encoders import MessageEncoder
 from sparkcdc.sink.kafka.large_message import LargeMessageHandler
 from sparkcdc.sink.kafka.producer import DeliveryTracker, get_producer
 
@@ -40,11 +40,11 @@ def writer_group(topic: str, partition: int, num_writers: int) -> int:
 
 
 class _TableRoute:
-    """What a writer reuses for every row of one table: topic, partition rule, key columns, encoder."""
+    """What a writer reuses for every row of one table: topic, partition rule, key columns, encoders."""
 
     __slots__ = (
         "dispatcher",
-        "encode_value",
+        "encode_rows",
         "fixed_partition",
         "key_indexes",
         "num_partitions",
@@ -69,7 +69,11 @@ class _TableRoute:
             else None
         )
         self.key_indexes = tuple(sorted(key_column_indexes(table)))
-        self.encode_value = None if encoder is None else encoder.value_encoder(row, table)
+        self.encode_rows = None if encoder is None else encoder.rows_encoder(row, table)
+
+
+_Run = tuple[list["RowChange"], "TableInfo", _TableRoute]
+"""Consecutive row changes of one table in one transaction, as held by a writer (its own list)."""
 
 
 class KafkaPartitionWriter(PartitionWriter):
@@ -84,7 +88,9 @@ class KafkaPartitionWriter(PartitionWriter):
             sink.options.large_message, sink.max_message_bytes, sink.options.protocol
         )
         self.topics: dict[str, int] = {}
-        self._txn: list[tuple[RowChange, TableInfo, _TableRoute]] = []
+        self._txn: list[_Run] = []
+        self._held = 0
+        """Row changes in ``_txn`` (split UPDATEs count two)."""
         self._txn_ts: int | None = None
         self._txn_split = False
         self._routes: dict[tuple[str, str, int], _TableRoute] = {}
@@ -103,8 +109,19 @@ class KafkaPartitionWriter(PartitionWriter):
             self.topics.setdefault(tr.topic, tr.num_partitions)
         return tr
 
+    def _hold(self, rows: list[RowChange], table: TableInfo, tr: _TableRoute) -> None:
+        """Add rows (a list the writer owns) to the transaction, after its last run when that is the table's."""
+        txn = self._txn
+        if txn and txn[-1][2] is tr:
+            txn[-1][0].extend(rows)
+        else:
+            txn.append((rows, table, tr))
+        self._held += len(rows)
+        if self._held >= self.max_txn_rows:
+            self._send_chunk()
+
     def write(self, row: RowChange, table: TableInfo) -> None:
-        """Buffer the row's transaction; a transaction is sent once the next one starts."""
+        """Hold the row with its transaction; a transaction is sent once the next one starts."""
         if row.commit_ts != self._txn_ts:
             if self._txn:
                 self._flush_txn()
@@ -117,15 +134,10 @@ class KafkaPartitionWriter(PartitionWriter):
             parts = self.sink.split(row, table, tr.key_indexes)
             if parts is not None:
                 # spec §7: a key-changing UPDATE becomes DELETE + INSERT, the transaction is reordered
-                for part in parts:
-                    self._txn.append((part, table, tr))
                 self._txn_split = True
-                if len(self._txn) >= self.max_txn_rows:
-                    self._send_chunk()
+                self._hold(list(parts), table, tr)
                 return
-        self._txn.append((row, table, tr))
-        if len(self._txn) >= self.max_txn_rows:
-            self._send_chunk()
+        self._hold([row], table, tr)
 
     def write_rows(self, rows: list[RowChange], table: TableInfo) -> None:
         """``write`` for consecutive rows of one table in one transaction (one route lookup)."""
@@ -141,25 +153,28 @@ class KafkaPartitionWriter(PartitionWriter):
         tr = self._routes.get((first.schema, first.table, id(table)))
         if tr is None or tr.table is not table:
             tr = self._route_of(first, table)
-        if len(self._txn) + 2 * len(rows) > self.max_txn_rows:
+        if self._held + 2 * len(rows) > self.max_txn_rows:
             # the chunk bound may be reached inside this list: row by row (each row checks it)
             for row in rows:
                 self.write(row, table)
             return
         self.rows += len(rows)
-        txn = self._txn
+        if "U" not in map(_op_of, rows):
+            self._hold(list(rows), table, tr)
+            return
         split = self.sink.split
         key_indexes = tr.key_indexes
+        held: list[RowChange] = []
         for row in rows:
             if row.op == "U":
                 parts = split(row, table, key_indexes)
                 if parts is not None:
                     # spec §7: a key-changing UPDATE becomes DELETE + INSERT, the transaction is reordered
-                    for part in parts:
-                        txn.append((part, table, tr))
+                    held.extend(parts)
                     self._txn_split = True
                     continue
-            txn.append((row, table, tr))
+            held.append(row)
+        self._hold(held, table, tr)
 
     def _send_chunk(self) -> None:
         """Send the rows held of a transaction that has not ended (it outgrew ``max_txn_rows``)."""
@@ -172,44 +187,62 @@ class KafkaPartitionWriter(PartitionWriter):
         txn = self._txn
         if self._txn_split:
             # spec §7: once an UPDATE was split, the transaction is ordered DELETE < UPDATE < INSERT
-            txn.sort(key=_op_rank)
+            txn = _reordered(txn)
+        try:
+            for rows, table, tr in txn:
+                if tr.encode_rows is not None:
+                    self._produce_run(rows, table, tr)
+                else:
+                    self._produce_rows(rows, table, tr)
+        finally:
+            if self.tracker.sent:
+                self.tracker.shared.producer.poll(0)
+        self._txn = []
+        self._held = 0
+        self._txn_ts = None
+        self._txn_split = False
+
+    def _produce_run(self, rows: list[RowChange], table: TableInfo, tr: _TableRoute) -> None:
+        """A run's messages encoded in one call, produced keyless (the common case inline)."""
+        assert tr.encode_rows is not None
+        values = tr.encode_rows(rows)
         tracker = self.tracker
         limit = self.large.max_message_bytes - MESSAGE_OVERHEAD
         producer = tracker.shared.producer
         on_delivery = tracker.on_delivery
+        topic = tr.topic
+        fixed = tr.fixed_partition
+        dispatcher = tr.dispatcher
         sent = nbytes = 0
         try:
-            for row, table, tr in txn:
-                partition = tr.fixed_partition
+            for row, value in zip(rows, values, strict=True):
+                partition = fixed
                 if partition is None:
-                    partition = tr.dispatcher.partition(row, table, tr.num_partitions)
-                topic = tr.topic
-                encode_value = tr.encode_value
-                if encode_value is not None:
-                    value = encode_value(row)
-                    if len(value) <= limit:
-                        # the common case, inline: one keyless message that fits
-                        try:
-                            producer.produce(topic, value, None, partition, on_delivery)
-                        except BufferError:
-                            tracker.produce(topic, partition, None, value)
-                            continue
-                        sent += 1
-                        nbytes += len(value)
+                    partition = dispatcher.partition(row, table, tr.num_partitions)
+                if len(value) <= limit:
+                    try:
+                        producer.produce(topic, value, None, partition, on_delivery)
+                    except BufferError:
+                        tracker.produce(topic, partition, None, value)
                         continue
-                    messages: list[KeyValue] = [(None, value)]
-                else:
-                    messages = self.encoder.encode_row(row, table, topic)
-                for key, payload in self.large.check(self.encoder, row, table, messages):
+                    sent += 1
+                    nbytes += len(value)
+                    continue
+                for key, payload in self.large.check(self.encoder, row, table, [(None, value)]):
                     tracker.produce(topic, partition, key, payload)
         finally:
             tracker.sent += sent
             tracker.bytes += nbytes
-            if sent:
-                producer.poll(0)
-        self._txn = []
-        self._txn_ts = None
-        self._txn_split = False
+
+    def _produce_rows(self, rows: list[RowChange], table: TableInfo, tr: _TableRoute) -> None:
+        """Row by row, for protocols without a run encoder (Avro: keyed messages)."""
+        for row in rows:
+            partition = tr.fixed_partition
+            if partition is None:
+                partition = tr.dispatcher.partition(row, table, tr.num_partitions)
+            messages = self.encoder.encode_row(row, table, tr.topic)
+            for key, payload in self.large.check(self.encoder, row, table, messages):
+                self.tracker.produce(tr.topic, partition, key, payload)
 
     def close(self) -> dict[str, Any]:
         """Send the last transaction, wait for every acknowledgement, report what was written."""
@@ -228,7 +261,25 @@ class KafkaPartitionWriter(PartitionWriter):
     def abort(self) -> None:
         """Drop the unsent transaction (queued messages may still be delivered: at-least-once)."""
         self._txn = []
+        self._held = 0
         self._txn_ts = None
+
+
+def _op_of(row: RowChange) -> str:
+    return row.op
+
+
+def _reordered(txn: list[_Run]) -> list[_Run]:
+    """The transaction's row changes ordered DELETE < UPDATE < INSERT (stable), regrouped into runs."""
+    flat = [(row, table, tr) for rows, table, tr in txn for row in rows]
+    flat.sort(key=_op_rank)
+    out: list[_Run] = []
+    for row, table, tr in flat:
+        if out and out[-1][2] is tr:
+            out[-1][0].append(row)
+        else:
+            out.append(([row], table, tr))
+    return out
 
 
 def _op_rank(item: tuple[RowChange, TableInfo, _TableRoute]) -> int:

@@ -899,7 +899,8 @@ def print_report(
         rows = lat["durations"].get("numInputRows", [])
         print(
             f"Spark phases, median per batch: {_phases(lat['durations'], 'median')}; "
-            f"rows per batch median {statistics.median(rows) if rows else 0:,.0f}, max {max(rows, default=0):,}"
+            f"Spark input rows per batch (binlog segments: the source yields segments, not rows) median "
+            f"{statistics.median(rows) if rows else 0:,.0f}, max {max(rows, default=0):,}"
         )
         if lat["received"] != lat["writer_rows"]:
             print(f"WARNING: the consumer received {lat['received']} of {lat['writer_rows']} rows")

@@ -345,7 +345,8 @@ def run(args: argparse.Namespace) -> int:
     if why is not None:
         raise master_unreachable(args.master, why, _MASTER_FIX)
     # Last, as a file sink's check makes its folder: a refusal above leaves nothing behind.
-    create_sink(spec.sink_uri, spec.config, cid).check()
+    sink = create_sink(spec.sink_uri, spec.config, cid)
+    sink.check()
     out = _Run(args, cid)
     if args.metrics_listen:
         out.metrics = serve_metrics(args.metrics_listen)
@@ -362,7 +363,8 @@ def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, on_term)
     # The schema bootstrap and the start point need no Spark: they run while Spark starts.
     with ThreadPoolExecutor(1, thread_name_prefix="sparkcdc-prepare") as pool:
-        preparing = pool.submit(prepare_changefeed, spec, out.show)
+        # The upstream, the data dir and the sink were reached above: the first start does not again.
+        preparing = pool.submit(prepare_changefeed, spec, out.show, checked_sink=sink)
         t_spark = time.monotonic()
         spark = _start_spark(args)
         log.debug("Spark session started in %.2fs", time.monotonic() - t_spark)
@@ -371,8 +373,13 @@ def run(args: argparse.Namespace) -> int:
         while True:
             try:
                 # A restart prepares again: the start point is the last checkpoint by then.
+                # The one query of this session: Spark's planner processes can go after its first batch.
                 running = start_changefeed(
-                    spark, spec, out.show, None if started_once else preparing.result()
+                    spark,
+                    spec,
+                    out.show,
+                    None if started_once else preparing.result(),
+                    release_planners=True,
                 )
             except Exception as exc:
                 # Spark jobs run while starting (the initial snapshot): their failure carries the error.

@@ -26,6 +26,7 @@ from sparkcdc.errors import SparkCdcError
 from sparkcdc.event_filter import rule_specs
 from sparkcdc.model.ts import physical_ms
 from sparkcdc.pipeline.plan import SourceSpec
+from sparkcdc.pipeline.spark import release_planner_workers
 from sparkcdc.pipeline.start import bootstrap_history, resolve_start
 from sparkcdc.pipeline.state import (
     SPARK_CHECKPOINT_ROOT_CONF,
@@ -254,6 +255,19 @@ class RunningChangefeed:
             self._report()
 
 
+def _released_first(writer: BatchWriter, spark: Any) -> Callable[[Any, int], None]:
+    """``writer``, releasing Spark's planner processes before the first batch it writes."""
+    pending = [True]
+
+    def write(df: Any, batch_id: int) -> None:
+        if pending:
+            pending.clear()
+            log.debug("released Spark's planner processes: %s", release_planner_workers(spark))
+        writer(df, batch_id)
+
+    return write
+
+
 @dataclass
 class PreparedChangefeed:
     """What a changefeed's start finds out without Spark: checks passed, start point, schema history."""
@@ -269,21 +283,29 @@ class PreparedChangefeed:
 
 
 def prepare_changefeed(
-    spec: ChangefeedSpec, on_progress: Callable[[Progress], None] | None = None
+    spec: ChangefeedSpec,
+    on_progress: Callable[[Progress], None] | None = None,
+    *,
+    checked_sink: Sink | None = None,
 ) -> PreparedChangefeed:
     """The Spark-free part of a start: validate, resolve the start, bootstrap the schema history.
 
     Needs no SparkSession, so ``sparkcdc run`` does it while Spark starts; raises
-    ConfigError/UpstreamSetupError like ``start_changefeed``.
+    ConfigError/UpstreamSetupError like ``start_changefeed``. ``checked_sink``: the caller already
+    reached the upstream, the data dir and this sink (``sparkcdc run`` does before Spark starts), so
+    those checks are not repeated and this sink is used.
     """
     if not spec.checkpoint_dir:
         raise ValueError("ChangefeedSpec.checkpoint_dir is required")
     state = StateDir.parse(spec.checkpoint_dir)
-    sink = create_sink(spec.sink_uri, spec.config, spec.changefeed_id)
     up = UpstreamConfig.from_uri(spec.upstream_uri)
-    check_upstream(up)
-    sink.check()
-    state.check()
+    if checked_sink is not None:
+        sink = checked_sink
+    else:
+        sink = create_sink(spec.sink_uri, spec.config, spec.changefeed_id)
+        check_upstream(up)
+        sink.check()
+        state.check()
     from_head = not (
         state.exists("start.json") or spec.start_ts is not None or spec.start_position or spec.start_gtid
     )
@@ -300,10 +322,15 @@ def start_changefeed(
     spec: ChangefeedSpec,
     on_progress: Callable[[Progress], None] | None = None,
     prepared: PreparedChangefeed | None = None,
+    *,
+    release_planners: bool = False,
 ) -> RunningChangefeed:
     """Validate, then start the streaming query; raises ConfigError/UpstreamSetupError before starting.
 
     ``prepared``: the result of ``prepare_changefeed(spec, on_progress)`` when it already ran.
+    ``release_planners``: when the first batch reaches the writer (the source is planned by then),
+    stop the Python processes Spark kept from planning it (``pipeline.spark.release_planner_workers``);
+    only for a session where no other query is planned at the same time (``sparkcdc run``).
     """
     p = prepared if prepared is not None else prepare_changefeed(spec, on_progress)
     state, sink, start, running = p.state, p.sink, p.start, p.running
@@ -375,7 +402,7 @@ def start_changefeed(
         start,
     )
     running.query = (
-        df.writeStream.foreachBatch(writer)
+        df.writeStream.foreachBatch(_released_first(writer, spark) if release_planners else writer)
         .option("checkpointLocation", spark_checkpoint)
         .queryName(f"sparkcdc-{spec.changefeed_id}")
         .trigger(processingTime=spec.trigger_interval)

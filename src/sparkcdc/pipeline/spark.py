@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from pathlib import Path
 from typing import Any
+
+log = logging.getLogger(__name__)
 
 LOG4J2_CONFIG = Path(__file__).resolve().parent / "log4j2.properties"
 
@@ -61,3 +64,59 @@ def get_spark(
         spark.dataSource.register(BinlogDataSource)
         _registered.add(id(spark))
     return spark
+
+
+PLANNER_MODULES = frozenset(
+    {
+        "pyspark.sql.worker.lookup_data_sources",
+        "pyspark.sql.worker.create_data_source",
+        "pyspark.sql.worker.plan_data_source_read",
+        "pyspark.sql.worker.data_source_pushdown_filters",
+    }
+)
+"""The Python modules Spark runs on the driver to plan a Python data source (before a query's first batch)."""
+
+
+def release_planner_workers(spark: Any) -> list[str]:
+    """Stop the Python daemons and idle workers Spark keeps after planning a Python data source.
+
+    Spark starts a daemon and a worker for each planning step (``PLANNER_MODULES``: about 240 MB
+    PSS together) and keeps them for reuse, while a streaming query plans only at its start. A
+    stopped factory starts its daemon again when it is next used (a query's restart), so this only
+    frees memory; it must not run while a query is being planned (``sparkcdc run``, one query, calls
+    it once its first batch committed). Spark keeps the factories in a private field of
+    ``SparkEnv``: on a Spark without it, nothing is stopped. Returns the modules stopped.
+    """
+    stopped: list[str] = []
+    try:
+        # Everything through java.lang.reflect: py4j's own lookup of SparkEnv's methods loads classes
+        # a pyspark install may not ship (protobuf), which breaks the gateway connection.
+        jvm = spark.sparkContext._jvm
+        gateway = spark.sparkContext._gateway
+        no_args = gateway.new_array(jvm.java.lang.Object, 0)
+        no_types = gateway.new_array(jvm.java.lang.Class, 0)
+        forname = jvm.java.lang.Class.forName
+
+        def call(obj: Any, cls: str, method: str) -> Any:
+            return forname(cls).getMethod(method, no_types).invoke(obj, no_args)
+
+        module_cls = forname("org.apache.spark.SparkEnv$")
+        holder = module_cls.getDeclaredField("env")  # the object SparkEnv's current env
+        holder.setAccessible(True)
+        env = holder.get(module_cls.getDeclaredField("MODULE$").get(None))
+        field = forname("org.apache.spark.SparkEnv").getDeclaredField("pythonWorkers")
+        field.setAccessible(True)
+        factories = []
+        it = call(field.get(env), "scala.collection.IterableOnce", "iterator")
+        while call(it, "scala.collection.Iterator", "hasNext"):
+            entry = call(it, "scala.collection.Iterator", "next")
+            key = call(entry, "scala.Tuple2", "_1")
+            module = str(call(key, "org.apache.spark.SparkEnv$PythonWorkersKey", "workerModule"))
+            if module in PLANNER_MODULES:
+                factories.append((module, call(entry, "scala.Tuple2", "_2")))
+        for module, factory in factories:
+            call(factory, "org.apache.spark.api.python.PythonWorkerFactory", "stop")
+            stopped.append(module)
+    except Exception:  # a Spark version without the field, or a changed key: keep the processes
+        log.debug("planner workers not released", exc_info=True)
+    return stopped

@@ -31,7 +31,7 @@ from sparkcdc.pipeline.snapshot.plan import (
     SnapshotTaskSpec,
 )
 from sparkcdc.pipeline.snapshot.read import read_ranges
-from sparkcdc.pipeline.snapshot.write import final_rows, write_spool
+from sparkcdc.pipeline.snapshot.write import direct_groups, final_rows, write_direct, write_spool
 from sparkcdc.pipeline.state import StateDir, check_executors_see
 
 log = logging.getLogger(__name__)
@@ -147,6 +147,8 @@ class InitialSnapshot(SnapshotJob):
             self._report()
             if writer is not None and writer.sink.parallel_segments:
                 rows = write_spool(self, writer, states, corrections_df, tables)
+            elif writer is not None and direct_groups(writer.sink) is not None:
+                rows = write_direct(self, writer, states, corrections_df, tables)
             else:
                 rows = write(final_rows(self, states, corrections_df, tables), self.handover.ts)
             t_write = time.monotonic() - t0 - t_read - t_correct

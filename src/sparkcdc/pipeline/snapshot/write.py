@@ -90,6 +90,106 @@ def write_spool(
     return rows + sum(int(m["rows"]) for m in messages)
 
 
+def direct_groups(sink: Any) -> str | None:
+    """How the spool goes to a sink without the DataFrame path, or None when it must take it.
+
+    ``"parallel"``: a sink whose own order of a batch is serial (Kafka) takes the snapshot's rows in
+    any order (one commit_ts, INSERTs of distinct keys): tasks write groups of spool files at once.
+    ``"routes"``: every other sink that routes by table gets each of its route groups in one task, as
+    the DataFrame path gives them, without the shuffle and sort (the rows share one commit_ts).
+    """
+    if sink.parallel_segments:
+        return None
+    if sink.serial_segments:
+        return "parallel"
+    if sink.route_depends_on_row:
+        return None
+    return "routes"
+
+
+def write_direct(
+    job: SnapshotJob, writer: Any, states: list[RangeState], corrections: Any, tables: list[TableInfo]
+) -> int:
+    """Spooled rows without the touched keys, plus the touched keys' rows at S, written by tasks that
+    read the spool files themselves (``direct_groups``), committed as one batch at S.ts."""
+    from sparkcdc.model import RowChange
+    from sparkcdc.pipeline.writer import _has_custom_route
+    from sparkcdc.sink.base import table_route
+
+    sink = writer.sink
+    how = direct_groups(sink)
+    assert how is not None
+    files = [f for s in states if s.stage != STAGE_SNAPSHOT for f in s.files]
+    shapes = {(t.schema, t.table): t for t in tables}
+    touched: set[tuple[str, str, str]] = set()
+    back: list[tuple[str, str, int, bytes]] = []
+    if corrections is not None:
+        for r in corrections.select("schema", "table", "key", "payload").toLocalIterator():
+            touched.add((r["schema"], r["table"], r["key"]))
+            if r["payload"] is not None:
+                back.append(
+                    (r["schema"], r["table"], shapes[(r["schema"], r["table"])].version, r["payload"])
+                )
+    ts = job.handover.ts
+    slots = job.task_slots()
+    if how == "parallel":
+        groups: list[tuple[list[str], list[tuple[str, str, int, bytes]]]] = [
+            (g, []) for g in balanced([(spool_size(job, f), f) for f in files], min(len(files), 2 * slots))
+        ]
+        if back or not groups:
+            groups.append(([], back))
+    else:
+        n = max(1, sink.num_writers)
+        custom = _has_custom_route(sink)
+
+        def route_of(schema: str, table: str) -> int:
+            if not custom:
+                return table_route(schema, table, n)
+            info = shapes[(schema, table)]
+            row = RowChange("I", schema, table, info.version, ts, None, (None,) * len(info.columns), 0)
+            return int(sink.route(row, info))
+
+        by_route: dict[int, tuple[list[str], list[tuple[str, str, int, bytes]]]] = {}
+        file_table = {f: (s.schema, s.table) for s in states if s.stage != STAGE_SNAPSHOT for f in s.files}
+        for f in files:
+            by_route.setdefault(route_of(*file_table[f]), ([], []))[0].append(f)
+        for b in back:
+            by_route.setdefault(route_of(b[0], b[1]), ([], []))[1].append(b)
+        weights = [(sum(spool_size(job, f) for f in fs) + 1, (fs, bs)) for fs, bs in by_route.values()]
+        groups = [
+            ([f for g in grp for f in g[0]], [b for g in grp for b in g[1]])
+            for grp in balanced(weights, min(len(weights), slots))
+        ] or [([], [])]
+    write_part = _spool_part_writer(writer, shapes, ts, len(groups))
+    keys = job.spark.sparkContext.broadcast(touched)
+    spool_dir = job.spool_dir
+    per_file = how == "parallel"
+
+    def task(it: Iterable[tuple[int, tuple[list[str], list[tuple[str, str, int, bytes]]]]]) -> Iterator[str]:
+        for i, (group, rows_back) in it:
+            if per_file:
+                # One writer per spool file: a writer holds what it was given until it closes.
+                for rel in group:
+                    yield from write_part(i, spool_rows(spool_dir, [rel], keys.value))
+                if rows_back:
+                    yield from write_part(i, iter(rows_back))
+            else:
+                yield from write_part(i, _chain(spool_rows(spool_dir, group, keys.value), rows_back))
+
+    sc = job.spark.sparkContext
+    sc.setJobDescription(f"sparkcdc snapshot {job.changefeed_id}: write {len(files)} spooled chunks")
+    msgs = sc.parallelize(list(enumerate(groups)), len(groups)).mapPartitions(task).collect()
+    keys.unpersist()
+    messages = sorted((json.loads(m) for m in msgs), key=lambda m: (m["segment"], m["route"]))
+    sink.commit(SNAPSHOT_BATCH_ID, [m["sink"] for m in messages], ts)
+    return sum(int(m["rows"]) for m in messages)
+
+
+def _chain(first: Iterable[Any], second: Iterable[Any]) -> Iterator[Any]:
+    yield from first
+    yield from second
+
+
 def _rendered_chunks(
     job: SnapshotJob,
     sink: Any,

@@ -142,7 +142,8 @@ class TreeSampler(threading.Thread):
             return
         s = Sample(time.time(), jvm, python, pss)
         if s.rss > self.peak_rss:
-            self.at_peak = sorted(((label(p), r) for p, r in here), key=lambda x: -x[1])
+            named = ((label(p), r) for p, r in here)
+            self.at_peak = sorted(((n, r) for n, r in named if n != "?"), key=lambda x: -x[1])
         self.samples.append(s)
 
     def run(self) -> None:
@@ -205,15 +206,17 @@ def memory_line(m: dict[str, Any]) -> str:
 
 
 def print_timeline(
-    m: dict[str, Any], t0: float, marks: dict[str, tuple[float, float]] | None = None, step: float = 2.0
+    m: dict[str, Any], t0: float, marks: dict[str, tuple[float, float]] | None = None, step: float = 0.0
 ) -> None:
     """RSS over time of a sampled tree: the largest sample of each ``step`` seconds, and its PSS.
 
-    ``m`` is ``TreeSampler.summary()``; ``marks`` names phases by (start, end) wall time.
+    ``m`` is ``TreeSampler.summary()``; ``marks`` names phases by (start, end) wall time. The
+    default step is 2 s, longer for a long run (about 20 lines).
     """
     samples = [Sample(*s) for s in m["timeline"]]
     if not samples:
         return
+    step = step or max(2.0, round((samples[-1].t - samples[0].t) / 20))
     print(f"RSS over time (largest sample of each {step:.0f} s; MB; PSS of the nearest sample that read it):")
     print(f"{'s':>7} {'JVM':>6} {'Python':>7} {'RSS':>6} {'PSS':>6}  phase")
     k = 0

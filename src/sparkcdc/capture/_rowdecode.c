@@ -14,6 +14,7 @@
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h>
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -1427,10 +1428,130 @@ done:
     return out;
 }
 
+/* ---------------------------------------------------------- row_changes */
+
+/*
+ * row_changes(cls, op, schema, table, version, ts, images, seq0, pos) -> [cls, ...]: one
+ * row change per (before, after) of images, seq counting from seq0, made without calling
+ * cls.__init__: cls must be a class with __slots__ exactly the fields below (the model's
+ * frozen dataclass RowChange, whose generated __init__ sets each field through
+ * object.__setattr__, the larger part of a decoded row's cost) and no __post_init__
+ * (checked by the caller, rowcodec.row_change_maker). The offsets of the slots are read
+ * from the class's member table once per class.
+ */
+
+static const char *const RC_FIELDS[] = {"op", "schema", "table", "table_version", "commit_ts",
+                                        "before", "after", "seq", "position"};
+#define RC_N 9
+
+static PyTypeObject *rc_type = NULL; /* the class the offsets are of (a strong reference) */
+static Py_ssize_t rc_off[RC_N];
+
+static int rc_offsets(PyTypeObject *cls)
+{
+    Py_ssize_t found[RC_N], k, nmembers = 0;
+    PyMemberDef *m;
+    if (cls == rc_type)
+        return 0;
+    if (!(cls->tp_flags & Py_TPFLAGS_HEAPTYPE) || cls->tp_members == NULL || cls->tp_dictoffset != 0) {
+        PyErr_SetString(PyExc_TypeError, "row_changes: the class must have __slots__ and no __dict__");
+        return -1;
+    }
+    for (k = 0; k < RC_N; k++)
+        found[k] = -1;
+    for (m = cls->tp_members; m->name != NULL; m++) {
+        nmembers++;
+        if (m->type != T_OBJECT_EX)
+            continue;
+        for (k = 0; k < RC_N; k++) {
+            if (strcmp(m->name, RC_FIELDS[k]) == 0)
+                found[k] = m->offset;
+        }
+    }
+    if (nmembers != RC_N) {
+        PyErr_Format(PyExc_TypeError, "row_changes: %.100s has %zd slots, expected the %d fields",
+                     cls->tp_name, nmembers, RC_N);
+        return -1;
+    }
+    for (k = 0; k < RC_N; k++) {
+        if (found[k] < 0) {
+            PyErr_Format(PyExc_TypeError, "row_changes: %.100s has no slot %s", cls->tp_name, RC_FIELDS[k]);
+            return -1;
+        }
+    }
+    memcpy(rc_off, found, sizeof rc_off);
+    Py_INCREF(cls);
+    Py_XSETREF(rc_type, cls);
+    return 0;
+}
+
+static inline void rc_set(PyObject *obj, int k, PyObject *v)
+{
+    Py_INCREF(v);
+    *(PyObject **)((char *)obj + rc_off[k]) = v;
+}
+
+static PyObject *row_changes(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyTypeObject *cls;
+    PyObject *images, *out;
+    Py_ssize_t n, i, seq0;
+    (void)module;
+    if (nargs != 9 || !PyType_Check(args[0]) || !PyList_Check(args[6])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "row_changes(cls, op, schema, table, version, ts, images: list, seq0, pos)");
+        return NULL;
+    }
+    cls = (PyTypeObject *)args[0];
+    images = args[6];
+    seq0 = PyLong_AsSsize_t(args[7]);
+    if (seq0 == -1 && PyErr_Occurred())
+        return NULL;
+    if (rc_offsets(cls) < 0)
+        return NULL;
+    n = PyList_GET_SIZE(images);
+    out = PyList_New(n);
+    if (out == NULL)
+        return NULL;
+    for (i = 0; i < n; i++) {
+        PyObject *img = PyList_GET_ITEM(images, i), *obj, *seq;
+        if (!PyTuple_Check(img) || PyTuple_GET_SIZE(img) != 2) {
+            PyErr_SetString(PyExc_TypeError, "row_changes: each image is a (before, after) tuple");
+            Py_DECREF(out);
+            return NULL;
+        }
+        seq = PyLong_FromSsize_t(seq0 + i);
+        if (seq == NULL) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        obj = cls->tp_alloc(cls, 0);
+        if (obj == NULL) {
+            Py_DECREF(seq);
+            Py_DECREF(out);
+            return NULL;
+        }
+        rc_set(obj, 0, args[1]);
+        rc_set(obj, 1, args[2]);
+        rc_set(obj, 2, args[3]);
+        rc_set(obj, 3, args[4]);
+        rc_set(obj, 4, args[5]);
+        rc_set(obj, 5, PyTuple_GET_ITEM(img, 0));
+        rc_set(obj, 6, PyTuple_GET_ITEM(img, 1));
+        *(PyObject **)((char *)obj + rc_off[7]) = seq; /* the new reference */
+        rc_set(obj, 8, args[8]);
+        PyList_SET_ITEM(out, i, obj);
+    }
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"decode_rows", (PyCFunction)(void (*)(void))decode_rows, METH_FASTCALL,
      "decode_rows(layout1, layout2_or_None, body, pos, op) -> [(before, after), ...]\n\n"
      "The row images of one ROWS event body from pos (after the columns-present bitmaps)."},
+    {"row_changes", (PyCFunction)(void (*)(void))row_changes, METH_FASTCALL,
+     "row_changes(cls, op, schema, table, version, ts, images, seq0, pos) -> [cls, ...]\n\n"
+     "One cls instance per (before, after) of images, its slots set without calling __init__."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -49,3 +49,14 @@ class Layout:
 def decode_rows(
     layout1: Layout, layout2: Layout | None, body: bytes, pos: int, op: str
 ) -> list[tuple[tuple[Any, ...] | None, tuple[Any, ...] | None]]: ...
+def row_changes(
+    cls: type,
+    op: str,
+    schema: str,
+    table: str,
+    version: int,
+    ts: int,
+    images: list[tuple[tuple[Any, ...] | None, tuple[Any, ...] | None]],
+    seq0: int,
+    pos: Any,
+) -> list[Any]: ...

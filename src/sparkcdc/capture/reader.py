@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from sparkcdc.capture.offset import Offset
 from sparkcdc.capture.protocol import BinlogStream
-from sparkcdc.capture.rowcodec import RowDecoder, TimestampRenderer, rows_event_images
+from sparkcdc.capture.rowcodec import RowDecoder, TimestampRenderer, row_changes, rows_event_images
 from sparkcdc.capture.tablemap import TableMap, table_info_from_map
 from sparkcdc.capture.txnstream import Begin, End, Idle, QueryItem, RowsItem, TableMapItem, TxnStream
 from sparkcdc.capture.upstream import UpstreamConfig
@@ -167,12 +167,16 @@ class RowReader:
                     op = item.op
                     if op == "P":
                         raise partial_update_error(self.upstream, schema, table, pos)
-                    rows = [
-                        RowChange(op, schema, table, version, ts, before, after, n, pos)  # type: ignore[arg-type]
-                        for n, (before, after) in enumerate(
-                            rows_event_images(dec, item.body, item.version, op), seq
-                        )
-                    ]
+                    rows = row_changes(
+                        op,
+                        schema,
+                        table,
+                        version,
+                        ts,
+                        rows_event_images(dec, item.body, item.version, op),
+                        seq,
+                        pos,
+                    )
                     seq += len(rows)
                     self.stats.rows += 1 if seq else 0
                     if rows:

@@ -25,9 +25,11 @@ from sparkcdc.capture.jsonbinary import JsonBinaryError, decode_json_binary, opa
 from sparkcdc.capture.mysqldecimal import decimal_size, decode_decimal
 from sparkcdc.capture.tablemap import TableMap, charset_codec
 from sparkcdc.errors import DecodeError
+from sparkcdc.model import RowChange
 
 if TYPE_CHECKING:
     from sparkcdc.capture import _rowdecode
+    from sparkcdc.model import BinlogPosition
 
 log = logging.getLogger(__name__)
 
@@ -542,3 +544,51 @@ def rows_event_images(dec: RowDecoder, body: bytes, version: int, op: str) -> Im
         if l1 is not None and (l2 is not None or op != "U"):
             return _native.decode_rows(l1, l2, body, pos, op)
     return reference_images(dec, body, pos, op, present1, present2)
+
+
+def row_changes(
+    op: str,
+    schema: str,
+    table: str,
+    version: int,
+    ts: int,
+    images: Images,
+    seq0: int,
+    pos: BinlogPosition | None,
+) -> list[RowChange]:
+    """One ``RowChange`` per image of a ROWS event, ``seq`` counting from ``seq0``.
+
+    With the C extension, ``_rowdecode.row_changes`` makes them without running the frozen
+    dataclass's ``__init__`` (one ``object.__setattr__`` per field, most of a decoded row's
+    cost): the same objects, equal field by field, which the tests check against this
+    comprehension, the reference.
+    """
+    if _ROW_CHANGES is not None and type(images) is list:
+        return _ROW_CHANGES(RowChange, op, schema, table, version, ts, images, seq0, pos)
+    return [
+        RowChange(op, schema, table, version, ts, before, after, n, pos)  # type: ignore[arg-type]
+        for n, (before, after) in enumerate(images, seq0)
+    ]
+
+
+def _native_row_changes() -> Any:
+    """``_rowdecode.row_changes`` when it makes the model's RowChange exactly, else None."""
+    import dataclasses
+
+    fn = getattr(_native, "row_changes", None)
+    if fn is None or hasattr(RowChange, "__post_init__"):
+        return None
+    if [f.name for f in dataclasses.fields(RowChange)] != list(RowChange.__slots__):
+        return None
+    try:
+        got = fn(RowChange, "U", "s", "t", 3, 5, [((1,), (2,))], 7, None)
+    except TypeError as exc:  # the class's slots are not the fields the C code sets
+        log.warning("RowChange objects are made in Python: %s", exc)
+        return None
+    if got != [RowChange("U", "s", "t", 3, 5, (1,), (2,), 7, None)]:
+        return None
+    return fn
+
+
+_ROW_CHANGES = _native_row_changes()
+"""The C maker of RowChange lists, None when the extension is not built (or the model changed)."""

@@ -474,3 +474,66 @@ def test_corrupt_bodies_agree(seed: int) -> None:
                 assert isinstance(want, DecodeError), want
             else:
                 assert_same(got, want)
+
+
+def _reference_row_changes(op: str, version: int, ts: int, images: Any, seq0: int, pos: Any) -> list[Any]:
+    saved = rowcodec._ROW_CHANGES
+    rowcodec._ROW_CHANGES = None
+    try:
+        return rowcodec.row_changes(op, "db", "tbl", version, ts, images, seq0, pos)
+    finally:
+        rowcodec._ROW_CHANGES = saved
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_row_changes_made_in_c_equal_the_dataclass_ones(seed: int) -> None:
+    """``row_changes`` with the extension makes RowChange objects equal, field by field and as
+    wholes, to the reference's, for decoded events of every op, and they stay frozen."""
+    import dataclasses
+    import pickle
+
+    from sparkcdc.model import BinlogPosition, RowChange
+
+    assert rowcodec._ROW_CHANGES is not None  # the C maker is used in this install
+    rng = random.Random(seed)
+    tsr = TimestampRenderer("UTC")
+    tm = make_table(all_columns(), rng)
+    pool = bitmap_pool(rng, tm.column_count)
+    dec = RowDecoder(tm, tsr, native=True)
+    for k in range(60):
+        op = "IUD"[k % 3]
+        images = rows_event_images(dec, make_event(rng, tm, pool, op, 2), 2, op)
+        seq0 = rng.choice([0, 1, 999, 2**40])
+        ts = rng.getrandbits(63)
+        pos = rng.choice([None, BinlogPosition("mysql-bin.000003", rng.getrandbits(32), "0-1-2")])
+        got = rowcodec.row_changes(op, "db", "tbl", 7, ts, images, seq0, pos)
+        want = _reference_row_changes(op, 7, ts, images, seq0, pos)
+        assert got == want
+        for g, w in zip(got, want, strict=True):
+            assert type(g) is RowChange
+            for f in dataclasses.fields(RowChange):
+                assert getattr(g, f.name) == getattr(w, f.name), f.name
+            assert g.before is w.before and g.after is w.after and g.position is w.position
+            assert hash(g) == hash(w)
+            assert pickle.dumps(g) == pickle.dumps(w)  # (NaN values: a round trip is not == itself)
+        if got:
+            with pytest.raises(dataclasses.FrozenInstanceError):
+                got[0].op = "D"  # type: ignore[misc]
+
+
+def test_row_changes_refuse_a_class_of_other_slots() -> None:
+    """The C maker checks the class's slots; the module-level check falls back to Python then."""
+    from dataclasses import dataclass
+
+    from sparkcdc.capture import _rowdecode
+
+    @dataclass(frozen=True, slots=True)
+    class Other:
+        op: str
+        schema: str
+
+    with pytest.raises(TypeError, match="slots"):
+        _rowdecode.row_changes(Other, "I", "s", "t", 1, 2, [(None, (1,))], 0, None)
+    # the real class still works after a refused one
+    rows = rowcodec.row_changes("I", "s", "t", 1, 2, [(None, (1,))], 5, None)
+    assert [r.seq for r in rows] == [5] and rows[0].after == (1,)

@@ -5,16 +5,19 @@ with the Python reference decoder, the fallback when the extension is not built.
 
 Usage (from the repository root)::
 
-    .venv/bin/python bench/capture/run.py [--rows N] [--repeat K] [--profile]
+    .venv/bin/python bench/capture/run.py [--rows N] [--repeat K] [--profile] [--sinks]
 
 Starts a private MariaDB, writes a fixed workload of N row changes (inserts,
 updates, deletes of mixed types), then decodes that binlog range once per
 candidate, each in its own process, and prints rows/s and peak RSS (ru_maxrss).
+``--sinks`` adds what a writer task does after decoding: (e) the Kafka canal-json writer
+(private Tansu broker) and (f) the CSV storage writer, and the per-row split of the time.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import cProfile
 import io
 import json
@@ -205,10 +208,68 @@ def run_pymysqlreplication(spec: dict[str, Any]) -> dict[str, Any]:
     return _result(rows, t0, time.time())
 
 
+def _segment_rows(spec: dict[str, Any]) -> Any:
+    """The range's ROWS events as lists of RowChange with their shapes (what a segment writer task reads)."""
+    from sparkcdc.capture.reader import TableShapes
+
+    up = UpstreamConfig.from_uri(spec["uri"])
+    start, end = Offset.from_json(spec["start"]), Offset.from_json(spec["end"])
+    reader = RowReader(up, start, end, blocking=False, shapes=TableShapes(version=1))
+    for ev in reader.event_batches():
+        if type(ev) is list:
+            yield ev, reader.shapes.last[(ev[0].schema, ev[0].table)]
+
+
+def run_sparkcdc_kafka(spec: dict[str, Any]) -> dict[str, Any]:
+    """(e) (a) plus the Kafka sink's writer (canal-json, Tansu broker of spec["sink"]): a writer task's work."""
+    from sparkcdc.config.replica import ReplicaConfig
+    from sparkcdc.sink import create_sink
+    from sparkcdc.sink.base import WriterContext
+    from sparkcdc.sink.kafka.producer import get_producer
+
+    sink = create_sink(spec["sink"], ReplicaConfig(), "bench")
+    sink.check()
+    # not timed: the producer's connection, the topic's metadata and producer id (one message per partition)
+    producer = get_producer(sink.options).producer
+    topic = sink.options.topic
+    for part in range(sink.num_partitions_of(topic)):
+        producer.produce(topic, b"warm-up", None, part)
+    producer.flush(30)
+    rows = 0
+    t0, c0 = time.time(), time.process_time()
+    w = sink.open_writer(WriterContext("bench", 0, 0))
+    for ev, info in _segment_rows(spec):
+        w.write_rows(ev, info)
+        rows += len(ev)
+    w.close()
+    return {**_result(rows, t0, time.time()), "cpu": time.process_time() - c0}
+
+
+def run_sparkcdc_csv(spec: dict[str, Any]) -> dict[str, Any]:
+    """(f) (a) plus the storage sink's CSV writer into a local directory: a segment writer task's work."""
+    from sparkcdc.config.replica import ReplicaConfig
+    from sparkcdc.sink import create_sink
+    from sparkcdc.sink.base import WriterContext
+
+    rows = 0
+    with tempfile.TemporaryDirectory(prefix="bench-capture-csv-") as d:
+        sink = create_sink(f"file://{d}?protocol=csv", ReplicaConfig(), "bench")
+        t0, c0 = time.time(), time.process_time()
+        w = sink.open_writer(WriterContext("bench", 0, 0))
+        for ev, info in _segment_rows(spec):
+            w.write_rows(ev, info)
+            rows += len(ev)
+        w.close()
+        t1 = time.time()
+    return {**_result(rows, t0, t1), "cpu": time.process_time() - c0}
+
+
 CANDIDATES = {
     "sparkcdc": run_sparkcdc,
     "sparkcdc-python": run_sparkcdc_python,
     "pymysqlreplication": run_pymysqlreplication,
+    "sparkcdc-kafka": run_sparkcdc_kafka,
+    "sparkcdc-csv": run_sparkcdc_csv,
 }
 
 
@@ -324,6 +385,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rows", type=int, default=200_000, help="row changes in the workload (default 200000)")
     ap.add_argument("--repeat", type=int, default=3, help="runs per candidate; the fastest is shown")
     ap.add_argument("--profile", action="store_true", help="also print a cProfile of the sparkcdc reader")
+    ap.add_argument(
+        "--sinks",
+        action="store_true",
+        help="also (e) decode + Kafka canal-json writer (private Tansu) and (f) decode + CSV storage writer",
+    )
     ap.add_argument("--candidate", help=argparse.SUPPRESS)
     ap.add_argument("--spec", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -331,7 +397,8 @@ def main(argv: list[str] | None = None) -> int:
         _child(args.candidate, json.loads(args.spec))
         return 0
 
-    with LocalMariaDB() as db:
+    with contextlib.ExitStack() as stack:
+        db = stack.enter_context(LocalMariaDB())
         w = write_workload(db, args.rows)
         mb = (w.end.pos - w.start.pos) / 2**20 if w.start.file == w.end.file else float("nan")
         print(
@@ -345,6 +412,19 @@ def main(argv: list[str] | None = None) -> int:
             "(c) mariadb-binlog -v (C decoder)": lambda: measure_mariadb_binlog(db, w),
             "(d) sparkcdc, 2 segments in 2 processes": lambda: measure_parallel(db, w),
         }
+        if args.sinks:
+            from sparkcdc.services.tansu import LocalTansu
+
+            broker = stack.enter_context(LocalTansu())
+            topics = iter(range(10**6))
+
+            def kafka() -> dict[str, Any]:
+                spec = {**_spec(db, w.start, w.end), "sink": broker.sink_uri(f"cap-{next(topics)}")}
+                r = _collect(_spawn("sparkcdc-kafka", spec))
+                return {**r, "seconds": r["t1"] - r["t0"]}
+
+            measures["(e) (a) + Kafka canal-json writer"] = kafka
+            measures["(f) (a) + CSV storage writer"] = lambda: measure_python("sparkcdc-csv", db, w)
         results: dict[str, dict[str, Any]] = {}
         for _ in range(args.repeat):
             for name, measure in measures.items():
@@ -360,6 +440,16 @@ def main(argv: list[str] | None = None) -> int:
             rate = r["rows"] / r["seconds"] if r["seconds"] > 0 else float("inf")
             print(f"{name:44} {r['rows']:>9} {r['seconds']:>8.2f} {rate:>10.0f} {r['maxrss'] / 2**20:>12.1f}")
         a = results["(a) sparkcdc RowReader -> RowChange"]
+        if args.sinks:
+            e, f = results["(e) (a) + Kafka canal-json writer"], results["(f) (a) + CSV storage writer"]
+            us = {k: r["seconds"] / r["rows"] * 1e6 for k, r in (("a", a), ("e", e), ("f", f))}
+            print()
+            print(
+                f"per row, wall: decoding (a) {us['a']:.2f} us; Kafka writer (e)-(a) {us['e'] - us['a']:.2f} us; "
+                f"CSV writer (f)-(a) {us['f'] - us['a']:.2f} us (CPU of the process: (e) "
+                f"{e['cpu'] / e['rows'] * 1e6:.2f} us, (f) {f['cpu'] / f['rows'] * 1e6:.2f} us per row; "
+                "the broker and MariaDB are other processes)"
+            )
         a_py = results["(a') (a) with the Python reference decoder"]
         b = results["(b) python-mysql-replication 1.0.17"]
         d = results["(d) sparkcdc, 2 segments in 2 processes"]

@@ -313,6 +313,50 @@ def read_topic(
     return [v for p in sorted(by_part) for v in by_part[p]]
 
 
+def split_figures(sink: Any, rows: list[tuple[RowChange, TableInfo]], repeat: int = 3) -> None:
+    """Where the compiled writer's CPU goes: encoding alone (runs of one table and transaction through
+    the writer's run encoders, key-changing UPDATEs split) and producing the encoded values alone."""
+    from sparkcdc.sink.base import WriterContext
+    from sparkcdc.sink.kafka.producer import get_producer
+
+    w = sink.open_writer(WriterContext("bench", 0, 0))
+    runs: list[tuple[list[RowChange], Any]] = []
+    for row, table in rows:
+        tr = w._route_of(row, table)
+        parts = sink.split(row, table, tr.key_indexes) if row.op == "U" else None
+        if runs and runs[-1][1] is tr and runs[-1][0][-1].commit_ts == row.commit_ts:
+            runs[-1][0].extend(parts or [row])
+        else:
+            runs.append((list(parts or [row]), tr))
+    n = len(rows)
+    best = float("inf")
+    values: list[bytes] = []
+    for _ in range(repeat):
+        c0 = time.process_time()
+        values = [v for run, tr in runs for v in tr.encode_rows(run)]
+        best = min(best, time.process_time() - c0)
+    print(f"split: encoding alone (run encoders)       {best / n * 1e6:5.2f} us/row CPU")
+    producer = get_producer(sink.options).producer
+    topic = sink.options.topic
+    best = float("inf")
+    for _ in range(repeat):
+        c0 = time.process_time()
+        for i, v in enumerate(values):
+            while True:
+                try:
+                    producer.produce(topic, v, None, i % 3)
+                    break
+                except BufferError:
+                    producer.poll(0.01)
+            if not i % 1000:
+                producer.poll(0)
+        producer.flush()
+        best = min(best, time.process_time() - c0)
+    print(
+        f"split: producing alone (no callback, flush) {best / n * 1e6:5.2f} us/row CPU (librdkafka threads included)"
+    )
+
+
 def main() -> None:
     """Run both candidates and print the figures."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -320,6 +364,11 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--query", default="", help="extra sink-URI parameters, e.g. enable-tidb-extension=true")
     ap.add_argument("--no-verify", action="store_true", help="skip reading the topics back")
+    ap.add_argument(
+        "--split",
+        action="store_true",
+        help="also time, in CPU us per row, the compiled writer's encoding alone and producing alone",
+    )
     args = ap.parse_args()
 
     from sparkcdc.services.tansu import LocalTansu
@@ -360,6 +409,8 @@ def main() -> None:
             print(f"message bytes identical (ts masked): {same} ({len(new)} messages)")
             if not same:
                 sys.exit(1)
+        if args.split:
+            split_figures(build_sink(broker, "bench-split", query), rows)
         close_all_producers(5)
     print(f"load average at end: {os.getloadavg()[0]:.1f}")
     for label, res in (("wall", results), ("CPU", cpu_results)):

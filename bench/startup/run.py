@@ -52,7 +52,11 @@ def bare_session(master: str) -> dict[str, Any]:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    from sparkcdc.pipeline.spark import LOG4J2_CONFIG
+    from sparkcdc.pipeline import spark as cdc_spark
+
+    # The driver JVM options sparkcdc's own session gets (none in a checkout older than them).
+    java_options = getattr(cdc_spark, "driver_java_options", lambda: "")()
+    log4j = cdc_spark.LOG4J2_CONFIG
 
     builder = (
         SparkSession.builder.appName("bare")
@@ -62,7 +66,10 @@ def bare_session(master: str) -> dict[str, Any]:
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.driver.memory", "2g")
         .config("spark.log.level", "ERROR")
-        .config("spark.driver.defaultJavaOptions", f"-Dlog4j2.configurationFile={LOG4J2_CONFIG.as_uri()}")
+        .config(
+            "spark.driver.defaultJavaOptions",
+            f"-Dlog4j2.configurationFile={log4j.as_uri()} {java_options}",
+        )
     )
     t_import = time.time()
     spark = builder.getOrCreate()
@@ -120,7 +127,7 @@ def _pss(proc: psutil.Process) -> int:
 class TreeSampler:
     """RSS of a process tree every ``every`` s; every ``full_every`` s also each process's RSS and PSS.
 
-    Keeps the peak of the RSS sum, the peak of the PSS sum, the processes of both peaks, and the
+    Keeps the peak of the RSS sum, the peak of the PSS sum and its processes, and the
     totals over time (seconds from the start, RSS, PSS) of the full samples.
     """
 
@@ -131,11 +138,19 @@ class TreeSampler:
         self.t0 = time.time()
         self.peak_rss = 0
         self.peak_pss = 0
-        self.at_peak_rss: list[tuple[str, int, int]] = []
         self.at_peak_pss: list[tuple[str, int, int]] = []
         self.series: list[tuple[float, int, int]] = []
         self._labels: dict[int, str] = {}
         self._last_full = 0.0
+
+    def summary(self) -> dict[str, Any]:
+        """The figures as plain data (JSON-able)."""
+        return {
+            "peak_rss": self.peak_rss,
+            "peak_pss": self.peak_pss,
+            "at_peak_pss": self.at_peak_pss,
+            "series": self.series,
+        }
 
     def _procs(self) -> list[psutil.Process]:
         return [self.root, *self.root.children(recursive=True)]
@@ -164,8 +179,6 @@ class TreeSampler:
             self.series.append((now - self.t0, total, pss))
             if pss > self.peak_pss:
                 self.peak_pss, self.at_peak_pss = pss, rows
-            if total >= self.peak_rss:
-                self.at_peak_rss = rows
         self.peak_rss = max(self.peak_rss, total)
 
 
@@ -195,7 +208,9 @@ def run_bare(master: str, env: dict[str, str], cwd: str) -> dict[str, Any]:
     if rc != 0:
         raise RuntimeError(f"bare Spark session exited with {rc}: {err[-2000:]}")
     line = [x for x in err.splitlines() if x.startswith("{")][-1]
-    return dict(json.loads(line), wall_s=wall, peak_rss=mem.peak_rss, peak_pss=mem.peak_pss, mem=mem)
+    return dict(
+        json.loads(line), wall_s=wall, peak_rss=mem.peak_rss, peak_pss=mem.peak_pss, mem=mem.summary()
+    )
 
 
 def _phases(log: str, t0: float) -> dict[str, float]:
@@ -253,7 +268,13 @@ def run_changefeed(
     check_output(out, spec["rows"])
     shutil.rmtree(out, ignore_errors=True)
     phases = {k: v for k, v in _phases(err, t0).items() if v < wall}
-    return {"wall_s": wall, "peak_rss": mem.peak_rss, "peak_pss": mem.peak_pss, "mem": mem, "phases": phases}
+    return {
+        "wall_s": wall,
+        "peak_rss": mem.peak_rss,
+        "peak_pss": mem.peak_pss,
+        "mem": mem.summary(),
+        "phases": phases,
+    }
 
 
 def check_output(out: str, rows: int) -> None:
@@ -293,13 +314,15 @@ def _fmt_procs(rows: list[tuple[str, int, int]]) -> list[str]:
 
 
 def _print_memory(title: str, r: dict[str, Any]) -> None:
-    mem: TreeSampler = r["mem"]
-    print(f"{title}: peak RSS {mem.peak_rss / 2**20:.0f} MB, peak PSS {mem.peak_pss / 2**20:.0f} MB")
+    mem = r["mem"]
+    print(f"{title}: peak RSS {mem['peak_rss'] / 2**20:.0f} MB, peak PSS {mem['peak_pss'] / 2**20:.0f} MB")
     print(f"    {'process (at the peak of the PSS sum)':44} {'RSS MB':>8} {'PSS MB':>8}")
-    for line in _fmt_procs(mem.at_peak_pss):
+    for line in _fmt_procs(mem["at_peak_pss"]):
         print(line)
-    step = max(1, len(mem.series) // 12)
-    series = ", ".join(f"{t:.0f}s {rss / 2**20:.0f}/{pss / 2**20:.0f}" for t, rss, pss in mem.series[::step])
+    step = max(1, len(mem["series"]) // 12)
+    series = ", ".join(
+        f"{t:.0f}s {rss / 2**20:.0f}/{pss / 2**20:.0f}" for t, rss, pss in mem["series"][::step]
+    )
     print(f"    over time (s RSS/PSS MB): {series}")
 
 
@@ -313,7 +336,7 @@ def make_range(db: Any, up: Any, txn_rows: int) -> dict[str, Any]:
         db.execute("INSERT INTO bench.t VALUES (1, 'one')")
     else:
         # MariaDB's SEQUENCE engine: one INSERT, one transaction, n rows.
-        db.execute(f"INSERT INTO bench.t SELECT seq, CONCAT('row-', seq) FROM seq_1_to_{txn_rows}")
+        db.execute(f"INSERT INTO bench.t SELECT seq, CONCAT('row-', seq) FROM bench.seq_1_to_{txn_rows}")
     return {"uri": db.uri, "start_ts": start_ts, "target_ts": query_tso(up), "rows": txn_rows}
 
 

@@ -314,7 +314,7 @@ def _start_spark(args: argparse.Namespace) -> Any:
     from sparkcdc.server.runner import java_summary, master_unreachable, standalone_masters
 
     try:
-        return get_spark(args.master, conf=parse_spark_conf(args.spark_conf))
+        return get_spark(args.master, conf=parse_spark_conf(args.spark_conf), write_class_archive=True)
     except Exception as exc:
         if args.master and standalone_masters(args.master):
             # e.g. a port that answers but is no Spark master: Spark gives up after a minute.
@@ -328,6 +328,7 @@ def run(args: argparse.Namespace) -> int:
     """Run until Ctrl-C, or until the checkpoint reaches --target-ts."""
     from sparkcdc.capture.upstream import UpstreamConfig, check_upstream
     from sparkcdc.pipeline.changefeed import prepare_changefeed, start_changefeed
+    from sparkcdc.pipeline.spark import keep_class_archive
     from sparkcdc.pipeline.state import StateDir
     from sparkcdc.server.runner import master_unreachable, probe_spark_master
     from sparkcdc.sink import create_sink
@@ -421,3 +422,5 @@ def run(args: argparse.Namespace) -> int:
     finally:
         if out.display is not None:
             out.display.stop()
+        # The first run on a Spark and Java install leaves the class data archive later starts map.
+        keep_class_archive(spark)

@@ -12,13 +12,120 @@ log = logging.getLogger(__name__)
 
 LOG4J2_CONFIG = Path(__file__).resolve().parent / "log4j2.properties"
 
+DRIVER_JAVA_OPTIONS = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Xms64m"
+"""JVM options of a driver sparkcdc starts: the serial collector, the C1 compiler only, a small initial
+heap. The driver JVM plans batches and moves segment descriptions, little per row; on 2 cores a
+one-row run started 1.3 s sooner and peaked 80 MB lower with them (bench/startup)."""
+
+CDS_ENV = "SPARKCDC_JVM_CACHE"
+"""Where the driver JVM's class data archive is kept (default ``~/.cache/sparkcdc``; ``off``: none)."""
+
+_CDS_CHECKED = "-XX:+VerifySharedSpaces -Xlog:cds=off -Xlog:cds+dynamic=off"
+"""Archives carry a checksum of their content, checked when mapped (a changed archive is not used);
+the JVM says nothing of them."""
+
+
+_pending_archive: list[tuple[Path, Path]] = []
+"""(being written, final) of the class data archive this process's driver JVM writes as it exits."""
+
+
+def _cds_options(write: bool) -> str:
+    """Class data sharing for the driver JVM: Spark's classes loaded from an archive of an earlier run.
+
+    When a Spark and Java install has no archive yet and ``write``, the driver JVM writes one as it exits
+    (``-XX:ArchiveClassesAtExit``, a file named after this process); ``keep_class_archive`` waits for that
+    JVM and keeps the file only if it exited normally (a torn archive could crash a later JVM).
+    Later starts map it (``-XX:SharedArchiveFile``), which took a bare session's start from 4.1 to
+    2.4 s on 2 cores. A JVM ignores an archive that does not match its version and class path.
+    """
+    import hashlib
+    import shutil
+
+    where = os.environ.get(CDS_ENV, "")
+    if where.lower() == "off":
+        return ""
+    java_home = os.environ.get("JAVA_HOME")
+    java = os.path.join(java_home, "bin", "java") if java_home else shutil.which("java")
+    if not java or not os.path.exists(java):
+        return ""
+    try:
+        import pyspark
+
+        java = os.path.realpath(java)
+        key = f"{pyspark.__version__}|{pyspark.__file__}|{java}|{os.stat(java).st_mtime_ns}"
+        folder = Path(where or Path.home() / ".cache" / "sparkcdc")
+        final = folder / f"spark-driver-{hashlib.sha256(key.encode()).hexdigest()[:16]}.jsa"
+        if final.exists():
+            return f"-XX:SharedArchiveFile={final} {_CDS_CHECKED}"
+        if not write:
+            return ""
+        folder.mkdir(parents=True, exist_ok=True)
+        for tmp in folder.glob(final.name + ".tmp-*"):
+            if _alive(int(tmp.name.rsplit("-", 1)[1])):
+                return ""  # another process's JVM writes one
+            tmp.unlink()  # left by a process that did not see its JVM finish
+        tmp = folder / f"{final.name}.tmp-{os.getpid()}"
+        _pending_archive[:] = [(tmp, final)]
+        return f"-XX:ArchiveClassesAtExit={tmp} {_CDS_CHECKED}"
+    except (OSError, ValueError):  # an unwritable cache or a foreign file: start without an archive
+        log.debug("no class data archive for the driver JVM", exc_info=True)
+        return ""
+
+
+def keep_class_archive(spark: Any, timeout: float = 120.0) -> None:
+    """When this session's JVM writes the class data archive: stop it, wait for it, keep the archive.
+
+    For a process that ends with its session (``sparkcdc run``); does nothing otherwise.
+    """
+    if not _pending_archive:
+        return
+    tmp, final = _pending_archive.pop()
+    code = None
+    try:
+        proc = spark.sparkContext._gateway.proc
+        spark.stop()
+        proc.stdin.close()  # the gateway exits when its stdin closes, and writes the archive then
+        code = proc.wait(timeout)
+    except Exception:  # a JVM that does not exit in time: its archive is not trusted
+        log.debug("driver JVM did not exit", exc_info=True)
+    if code == 0 and tmp.exists() and tmp.stat().st_size:
+        os.replace(tmp, final)
+        log.debug("class data archive for the next driver JVM: %s", final)
+    else:
+        tmp.unlink(missing_ok=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def driver_java_options(write_class_archive: bool = False) -> str:
+    """The JVM options of a driver sparkcdc starts (``DRIVER_JAVA_OPTIONS`` and class data sharing).
+
+    ``write_class_archive``: without an archive yet, this JVM writes one (``keep_class_archive``).
+    """
+    return f"{DRIVER_JAVA_OPTIONS} {_cds_options(write_class_archive)}".strip()
+
+
 _registered: set[int] = set()
 
 
 def get_spark(
-    master: str | None = None, app_name: str = "sparkcdc", conf: dict[str, str] | None = None
+    master: str | None = None,
+    app_name: str = "sparkcdc",
+    conf: dict[str, str] | None = None,
+    write_class_archive: bool = False,
 ) -> Any:
-    """A SparkSession (local[*] by default) with the sparkcdc data source registered."""
+    """A SparkSession (local[*] by default) with the sparkcdc data source registered.
+
+    ``write_class_archive``: the caller ends with ``keep_class_archive`` (see ``driver_java_options``).
+    """
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
@@ -52,7 +159,9 @@ def get_spark(
     if "SPARK_CONF_DIR" not in os.environ and "PYSPARK_GATEWAY_PORT" not in os.environ:
         # The driver runs in this process's JVM whatever the master: warnings and errors from the
         # start, without the start-up notes of Spark's default profile.
-        defaults["spark.driver.defaultJavaOptions"] = f"-Dlog4j2.configurationFile={LOG4J2_CONFIG.as_uri()}"
+        defaults["spark.driver.defaultJavaOptions"] = (
+            f"-Dlog4j2.configurationFile={LOG4J2_CONFIG.as_uri()} {driver_java_options(write_class_archive)}"
+        )
     settings = {**defaults, **(conf or {})}
     for k, v in settings.items():
         builder = builder.config(k, v)

@@ -2,20 +2,24 @@
 
 Usage (from the repository root)::
 
-    .venv/bin/python bench/startup/run.py [--repeat 5] [--master local[2]]
+    .venv/bin/python bench/startup/run.py [--repeat 5] [--master local[2]] [--also-src DIR]
+        [--variant-conf KEY=VALUE] [--variant-env NAME=VALUE] [--txn-rows N] [--no-bare]
 
-Starts a private MariaDB, creates a table and commits one row between two
-``query_tso`` calls. Then, alternately and each in a fresh process:
+Starts a private MariaDB, creates a table and commits one transaction (one row, or ``--txn-rows``
+rows) between two ``query_tso`` calls. Then, alternately and each in a fresh process:
 
-1. the baseline: a bare Spark session (the session settings ``sparkcdc run`` uses,
-   without the sparkcdc data source) starts, counts ``spark.range(1)`` and stops;
-2. ``sparkcdc run --start-ts … --target-ts …`` to ``file://…?protocol=csv``, as a
-   user runs it (a new changefeed each time), until it exits 0 with the row written.
+1. the baselines: a bare Spark session (the session settings and driver JVM options ``sparkcdc
+   run`` uses, without the sparkcdc data source) starts, counts ``spark.range(1)`` and stops; and
+   the same with Spark's own JVM defaults;
+2. ``sparkcdc run --start-ts … --target-ts …`` to ``file://…?protocol=csv``, as a user runs it (a
+   new changefeed each time), until it exits 0; the CSV records are checked complete and in order;
+3. with ``--also-src``, the same run with another checkout's ``src`` first on ``PYTHONPATH``; with
+   ``--variant-conf``/``--variant-env``, the same run with those Spark settings or variables.
 
-It prints the median wall time of each, their difference and ratio (the target:
-the run within the baseline + 2 s), the load average beside the figures, the peak
-RSS of each process tree, and the median time of the phases of the run read from
-its debug log: Spark's start, the query start, the first batch, the stop.
+It prints the median wall time of each, their difference and ratio (the target: the run within
+the baseline + 2 s), the load average beside the figures, the peak RSS and PSS of each process
+tree with the processes at the peak of the PSS sum and the sums over time, and the median time of
+the phases of the run read from its debug log: Spark's start, the query start, the first batch.
 """
 
 from __future__ import annotations
@@ -46,7 +50,7 @@ PHASES = (
 """(phase, a fragment of the debug log line that ends it)."""
 
 
-def bare_session(master: str) -> dict[str, Any]:
+def bare_session(master: str, spark_jvm: bool = False) -> dict[str, Any]:
     """The baseline, in this process: start a session, count one row, stop; the times of each step."""
     t0 = time.time()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -55,7 +59,7 @@ def bare_session(master: str) -> dict[str, Any]:
     from sparkcdc.pipeline import spark as cdc_spark
 
     # The driver JVM options sparkcdc's own session gets (none in a checkout older than them).
-    java_options = getattr(cdc_spark, "driver_java_options", lambda: "")()
+    java_options = "" if spark_jvm else getattr(cdc_spark, "driver_java_options", lambda: "")()
     log4j = cdc_spark.LOG4J2_CONFIG
 
     builder = (
@@ -200,11 +204,10 @@ def _watch(cmd: list[str], env: dict[str, str], cwd: str) -> tuple[int, str, flo
         return p.returncode, err.read().decode(errors="replace"), wall, sampler, t0
 
 
-def run_bare(master: str, env: dict[str, str], cwd: str) -> dict[str, Any]:
-    """The baseline in a fresh process."""
-    rc, err, wall, mem, _ = _watch(
-        [sys.executable, str(Path(__file__).resolve()), "--bare", "--master", master], env, cwd
-    )
+def run_bare(master: str, env: dict[str, str], cwd: str, spark_jvm: bool = False) -> dict[str, Any]:
+    """The baseline in a fresh process (``spark_jvm``: with Spark's own JVM defaults, not sparkcdc's)."""
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--bare", "--master", master]
+    rc, err, wall, mem, _ = _watch([*cmd, "--spark-jvm"] if spark_jvm else cmd, env, cwd)
     if rc != 0:
         raise RuntimeError(f"bare Spark session exited with {rc}: {err[-2000:]}")
     line = [x for x in err.splitlines() if x.startswith("{")][-1]
@@ -374,9 +377,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--no-bare", action="store_true", help="skip the bare session (memory runs)")
     ap.add_argument("--bare", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--spark-jvm", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.bare:
-        print(json.dumps(bare_session(args.master)), file=sys.stderr, flush=True)
+        print(json.dumps(bare_session(args.master, args.spark_jvm)), file=sys.stderr, flush=True)
         return 0
 
     from sparkcdc.capture.upstream import UpstreamConfig
@@ -392,6 +396,7 @@ def main(argv: list[str] | None = None) -> int:
     variant = bool(args.variant_conf or args.variant_env)
     variant_env = dict(env, **dict(kv.split("=", 1) for kv in args.variant_env))
     bare: list[dict[str, Any]] = []
+    bare_default: list[dict[str, Any]] = []
     runs: list[dict[str, Any]] = []
     others: list[dict[str, Any]] = []
     variants: list[dict[str, Any]] = []
@@ -409,7 +414,9 @@ def main(argv: list[str] | None = None) -> int:
             if not args.no_bare:
                 b = run_bare(args.master, env, cwd)
                 bare.append(b)
-                line.append(f"bare session {b['wall_s']:.2f}s")
+                d = run_bare(args.master, env, cwd, spark_jvm=True)
+                bare_default.append(d)
+                line.append(f"bare session {b['wall_s']:.2f}s (Spark's JVM defaults {d['wall_s']:.2f}s)")
             r = run_changefeed(spec, args.master, env, cwd, k)
             runs.append(r)
             line.append(f"sparkcdc run {r['wall_s']:.2f}s ({r['peak_rss'] / 2**20:.0f} MB)")
@@ -453,6 +460,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{'  of which session start (import .. getOrCreate)':50} {med([b['import_s'] + b['session_s'] for b in bare]):>8.2f}")  # fmt: skip
         print(f"{'  of which count':50} {med([b['count_s'] for b in bare]):>8.2f}")
         print(f"{'  of which stop':50} {med([b['stop_s'] for b in bare]):>8.2f}")
+        d_s = med([d["wall_s"] for d in bare_default])
+        print(f"{'bare session with Spark JVM defaults (no sparkcdc':50} {d_s:>8.2f} {med([d['peak_rss'] for d in bare_default]) / 2**20:>8.0f} {med([d['peak_pss'] for d in bare_default]) / 2**20:>8.0f}")  # fmt: skip
+        print(f"{'  JVM options, no class data archive)':50}")
     r_s = report(f"sparkcdc run, {args.txn_rows} row(s), new changefeed", runs)
     if others:
         o_s = report("sparkcdc run of --also-src", others)
@@ -474,6 +484,9 @@ def main(argv: list[str] | None = None) -> int:
             f"sparkcdc run - bare session: {r_s - b_s:+.2f}s; ratio {r_s / b_s:.2f}x "
             f"(target: within +2 s: {'met' if r_s - b_s <= 2.0 else 'not met'}); "
             f"load average 1 min during the runs: {min(loads):.2f}-{max(loads):.2f}"
+        )
+        print(
+            f"sparkcdc run - bare session with Spark's JVM defaults: {r_s - d_s:+.2f}s; ratio {r_s / d_s:.2f}x"
         )
     else:
         print(f"load average 1 min during the runs: {min(loads):.2f}-{max(loads):.2f}")

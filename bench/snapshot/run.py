@@ -1,7 +1,8 @@
-"""Benchmark: rows/s of the initial snapshot to CSV files, beside ``mariadb-dump --tab`` and a plain cursor read.
+"""Benchmark: rows/s of the initial snapshot to every kind of sink, beside ``mariadb-dump --tab``.
 
     .venv/bin/python bench/snapshot/run.py [--rows 500000] [--chunk-size 50000] [--master local[2]]
-                                           [--uri mysql://root:@127.0.0.1:3306/] [--json out.json]
+                                           [--sinks csv,kafka,avro,mysql] [--uri mysql://root:@127.0.0.1:3306/]
+                                           [--json out.json]
 
 Without ``--uri`` a throw-away MariaDB with a ROW binlog is started on a free port (``--tab``
 needs the server to write into a local directory, so the server must run on this machine). The
@@ -12,14 +13,19 @@ table (INT PK, INT, VARCHAR(64), DECIMAL(12,2), DATETIME(3), DOUBLE) is filled w
    ``SELECT … INTO OUTFILE`` inside the server, no client protocol);
 2. ``python cursor``: one PyMySQL connection streams ``SELECT *`` (unbuffered cursor), no conversion;
 3. ``sparkcdc snapshot``: ``InitialSnapshot`` on Spark — plan ranges, read them in parallel in
-   chunks, correct against the binlog, write TiCDC CSV files through the storage sink
-   (``file://…?protocol=csv``), three times in one Spark session:
-   - upstream-rendered, cold: each chunk's CSV records rendered by the upstream
-     (``codec.csv_sql``) and staged as data files by the range tasks; the session's Python
-     workers start inside this first run;
-   - upstream-rendered, warm: the same again (fresh output and state), workers already running;
-   - row by row, warm: ``[snapshot] upstream-render = false``, the baseline — rows converted in
-     Python, spooled as parquet and encoded by the storage writer.
+   chunks, correct against the binlog, write through the sink — in one Spark session:
+   - CSV files (``file://…?protocol=csv``), upstream-rendered, cold: each chunk's CSV records
+     rendered by the upstream (``codec.csv_sql``) and staged by the range tasks; the session's
+     Python workers start inside this first run;
+   - the same, warm (fresh output and state);
+   - CSV files row by row, warm: ``[snapshot] upstream-render = false`` — rows read by the C row
+     reader (``capture/_textrows.c``), spooled as parquet, encoded by the storage writer;
+   - Kafka canal-json and Kafka Avro (a local schema registry, precise decimals) on a Tansu broker,
+     warm: rows read by the C row reader, spooled, produced by parallel tasks straight from the
+     spool; each beside the broker ceiling of the same run (the first messages of the topic read
+     back and produced again by plain librdkafka with the sink's producer settings);
+   - MySQL (a second MariaDB as the downstream, the table created there first), warm, beside
+     ``LOAD DATA INFILE`` of the dump's file into the downstream (the downstream's ceiling).
    Each prints its read / correction / write phases.
 """
 
@@ -37,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -116,9 +123,15 @@ def bench_cursor(db: Any) -> float:
 
 
 def bench_snapshot(
-    db: Any, work: Path, chunk_size: int, master: str, upstream_render: bool = True
+    db: Any,
+    work: Path,
+    chunk_size: int,
+    master: str,
+    upstream_render: bool = True,
+    sink_uri: str | None = None,
+    config: dict[str, Any] | None = None,
 ) -> tuple[float, dict[str, Any]]:
-    """Seconds of the whole snapshot to CSV files (Spark session already started), and its report."""
+    """Seconds of the whole snapshot into a sink (CSV files by default; Spark session already started)."""
     from sparkcdc.capture.start import head_offset
     from sparkcdc.capture.upstream import UpstreamConfig
     from sparkcdc.config.replica import ReplicaConfig
@@ -131,8 +144,9 @@ def bench_snapshot(
     spark = get_spark(master)
     spark.range(10).count()  # start the JVM and the executors before the clock starts
     work.mkdir(parents=True, exist_ok=True)
-    cfg = ReplicaConfig.from_dict({"filter": {"rules": [f"{DB}.*"]}})
-    sink = create_sink(f"file://{work / 'out'}?protocol=csv", cfg, "bench")
+    cfg = ReplicaConfig.from_dict({"filter": {"rules": [f"{DB}.*"]}, **(config or {})})
+    sink = create_sink(sink_uri or f"file://{work / 'out'}?protocol=csv", cfg, "bench")
+    sink.check()  # a changefeed checks its sink before the snapshot (topics are created here)
     up = UpstreamConfig.from_uri(db.uri)
     state = work / "state"
     state.mkdir(parents=True, exist_ok=True)
@@ -152,19 +166,100 @@ def bench_snapshot(
         options=SnapshotOptions(chunk_size=chunk_size, upstream_render=upstream_render),
     )
     report = snap.run(lambda df, ts: writer.write_rows(df, SNAPSHOT_BATCH_ID, ts).rows, writer)
+    seconds = time.monotonic() - t0
     sink.close()
-    return time.monotonic() - t0, report
+    return seconds, report
+
+
+def bench_kafka(
+    db: Any, work: Path, args: argparse.Namespace, protocol: str, rows: int
+) -> tuple[float, dict[str, Any], dict[str, Any]]:
+    """The snapshot to a fresh Tansu broker (Avro: with a local schema registry); and the broker ceiling."""
+    from common import librdkafka_ceiling, read_topic
+
+    from sparkcdc.registry.local import LocalSchemaRegistry
+    from sparkcdc.services.tansu import LocalTansu
+
+    topic = f"bench-snapshot-{protocol}"
+    with LocalTansu() as broker:
+        registry = LocalSchemaRegistry().start() if protocol == "avro" else None
+        try:
+            if registry is not None:
+                query = f"protocol=avro&schema-registry={registry.url}&avro-decimal-handling-mode=precise"
+            else:
+                query = "protocol=canal-json&enable-tidb-extension=true"
+            uri = broker.sink_uri(topic, query)
+            seconds, report = bench_snapshot(db, work, args.chunk_size, args.master, sink_uri=uri)
+            keep = min(rows, CEILING_MESSAGES)
+            count, kept = read_topic(broker.bootstrap, topic, keep=keep)
+            if count < rows:
+                raise RuntimeError(f"{protocol}: {count} messages in {topic}, expected at least {rows}")
+            ceiling = librdkafka_ceiling(broker.sink_uri(topic + "-ceiling", query), kept, topic + "-ceiling")
+            del kept
+        finally:
+            if registry is not None:
+                registry.stop()
+    return seconds, report, {"messages": count, **ceiling}
+
+
+def bench_mysql(
+    db: Any, work: Path, args: argparse.Namespace, dump_file: Path
+) -> tuple[float, dict[str, Any], float]:
+    """The snapshot to a second MariaDB; and ``LOAD DATA INFILE`` of the dump's file there (its ceiling)."""
+    conn = db.connect()
+    try:
+        with conn.cursor() as cur:
+            cur.execute(f"SHOW CREATE TABLE {DB}.{TABLE}")
+            ddl = cur.fetchone()[1]
+    finally:
+        conn.close()
+    with LocalMariaDB() as down:
+        down.execute(f"CREATE DATABASE {DB}", ddl.replace("CREATE TABLE ", f"CREATE TABLE {DB}.", 1))
+        conn = down.connect()
+        try:
+            with conn.cursor() as cur:
+                t0 = time.monotonic()
+                cur.execute(f"LOAD DATA INFILE %s INTO TABLE {DB}.{TABLE}", [str(dump_file)])
+                load_s = time.monotonic() - t0
+                cur.execute(f"TRUNCATE TABLE {DB}.{TABLE}")
+        finally:
+            conn.close()
+        seconds, report = bench_snapshot(
+            db, work, args.chunk_size, args.master, sink_uri=down.uri.rstrip("/") + "/?worker-count=4"
+        )
+        conn = down.connect()
+        try:
+            with conn.cursor() as cur:
+                cur.execute(f"SELECT COUNT(*) FROM {DB}.{TABLE}")
+                n = int(cur.fetchone()[0])
+        finally:
+            conn.close()
+        if n != args.rows:
+            raise RuntimeError(f"mysql: {n} rows downstream, expected {args.rows}")
+    return seconds, report, load_s
+
+
+CEILING_MESSAGES = 500_000
+"""The most messages read back from a topic and produced again for the broker ceiling (a rate)."""
+
+
+def _loadavg() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 def main() -> None:
-    """Run the three readers on the same table and print rows/s."""
+    """Run the readers and sinks on the same table and print rows/s beside the dump's."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rows", type=int, default=500_000)
     ap.add_argument("--chunk-size", type=int, default=50_000)
     ap.add_argument("--master", default="local[2]")
+    ap.add_argument(
+        "--sinks", default="csv,kafka,avro,mysql", help="comma-separated: csv, kafka, avro, mysql"
+    )
     ap.add_argument("--uri", default=None, help="an existing upstream (must run on this machine)")
     ap.add_argument("--json", default=None, help="also write the results here")
     args = ap.parse_args()
+    sinks = [x.strip() for x in args.sinks.split(",") if x.strip()]
     work = Path(tempfile.mkdtemp(prefix="sparkcdc-bench-snapshot-"))
     db: Any = None
     try:
@@ -187,6 +282,7 @@ def main() -> None:
         fill(db, args.rows)
         print(f"filled {args.rows} rows in {time.monotonic() - t:.1f}s", file=sys.stderr)
         results: dict[str, Any] = {"rows": args.rows, "chunk_size": args.chunk_size, "master": args.master}
+        results["load_before"] = _loadavg()
         dump_s = bench_dump(db, work / "dump")
         cursor_s = bench_cursor(db)
         n = args.rows
@@ -196,10 +292,8 @@ def main() -> None:
                 "python_cursor": {"seconds": round(cursor_s, 3), "rows_per_s": round(n / cursor_s)},
             }
         )
-        # cold: the session's first Python tasks start their workers inside the snapshot; warm: a second
-        # snapshot in the same session; row by row: the same without records rendered by the upstream.
-        for key, render in (("rendered_cold", True), ("rendered_warm", True), ("row_by_row_warm", False)):
-            snap_s, report = bench_snapshot(db, work / key, args.chunk_size, args.master, render)
+
+        def record(key: str, snap_s: float, report: dict[str, Any], **extra: Any) -> None:
             results[key] = {
                 "seconds": round(snap_s, 3),
                 "rows_per_s": round(n / snap_s),
@@ -208,17 +302,56 @@ def main() -> None:
                 "write_phase_seconds": report["write_seconds"],
                 "ranges": report["ranges"],
                 "vs_dump": round(dump_s / snap_s, 3),
+                "loadavg": _loadavg(),
+                **extra,
             }
-        print(
-            f"{'reader':<40}{'seconds':>9}{'rows/s':>12}{'vs dump':>9}{'read':>7}{'correct':>9}{'write':>7}"
-        )
-        for name, key in (
+            print(f"  {key}: {snap_s:.2f}s ({_loadavg()})", file=sys.stderr, flush=True)
+
+        rows_table: list[tuple[str, str]] = [
             ("mariadb-dump --tab", "mariadb_dump_tab"),
             ("python cursor (1 thread, no conversion)", "python_cursor"),
-            ("sparkcdc, upstream-rendered, cold", "rendered_cold"),
-            ("sparkcdc, upstream-rendered, warm", "rendered_warm"),
-            ("sparkcdc, row by row, warm", "row_by_row_warm"),
-        ):
+        ]
+        if "csv" in sinks:
+            # cold: the session's first Python tasks start their workers inside the snapshot; warm: a second
+            # snapshot in the same session; row by row: the same without records rendered by the upstream.
+            for key, render in (("rendered_cold", True), ("rendered_warm", True), ("row_by_row_warm", False)):
+                snap_s, report = bench_snapshot(db, work / key, args.chunk_size, args.master, render)
+                record(key, snap_s, report)
+            rows_table += [
+                ("CSV, upstream-rendered, cold", "rendered_cold"),
+                ("CSV, upstream-rendered, warm", "rendered_warm"),
+                ("CSV, row by row, warm", "row_by_row_warm"),
+            ]
+        for protocol in ("kafka", "avro"):
+            if protocol not in sinks:
+                continue
+            name = "canal-json" if protocol == "kafka" else "avro"
+            snap_s, report, ceiling = bench_kafka(db, work / protocol, args, name, n)
+            record(
+                f"kafka_{name}",
+                snap_s,
+                report,
+                ceiling_rows_per_s=round(ceiling["rate"]),
+                ceiling_messages=ceiling["messages"],
+                messages=ceiling["messages"],
+                vs_ceiling=round(n / snap_s / ceiling["rate"], 3),
+            )
+            rows_table += [(f"Kafka {name}, warm", f"kafka_{name}")]
+        if "mysql" in sinks:
+            snap_s, report, load_s = bench_mysql(db, work / "mysql", args, work / "dump" / f"{TABLE}.txt")
+            record(
+                "mysql",
+                snap_s,
+                report,
+                ceiling_rows_per_s=round(n / load_s),
+                vs_ceiling=round(load_s / snap_s, 3),
+            )
+            rows_table += [("MySQL (second MariaDB), warm", "mysql")]
+        print(
+            f"{'reader / sink':<40}{'seconds':>9}{'rows/s':>12}{'vs dump':>9}{'read':>7}{'correct':>9}{'write':>7}"
+            f"{'  ceiling rows/s':>17}{'vs ceiling':>11}  load average"
+        )
+        for name, key in rows_table:
             r = results[key]
             line = f"{name:<40}{r['seconds']:>9.2f}{r['rows_per_s']:>12,}"
             if "vs_dump" in r:
@@ -226,11 +359,17 @@ def main() -> None:
                     f"{r['vs_dump']:>9.0%}{r['read_phase_seconds']:>7.2f}{r['correct_phase_seconds']:>9.2f}"
                     f"{r['write_phase_seconds']:>7.2f}"
                 )
+                if "ceiling_rows_per_s" in r:
+                    line += f"{r['ceiling_rows_per_s']:>17,}{r['vs_ceiling']:>11.0%}"
+                else:
+                    line += " " * 28
+                line += f"  {r['loadavg']}"
             print(line)
         print(
-            f"snapshot / dump rate (upstream-rendered, warm): {results['rendered_warm']['vs_dump']:.0%}; "
-            f"row by row: {results['row_by_row_warm']['vs_dump']:.0%}"
+            "ceilings: Kafka = plain librdkafka produce of the topic's first "
+            f"{CEILING_MESSAGES:,} messages at most; MySQL = LOAD DATA INFILE of the dump's file downstream"
         )
+        print(f"load average before the run: {results['load_before']}; after: {_loadavg()}")
         if args.json:
             Path(args.json).write_text(json.dumps(results, indent=2))
     finally:

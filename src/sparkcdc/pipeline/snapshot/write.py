@@ -258,6 +258,10 @@ def final_rows(job: SnapshotJob, states: list[RangeState], corrections: Any, tab
     return out
 
 
+RUN_ROWS = 8192
+"""The most rows of one table handed to a sink writer in one ``write_rows`` call."""
+
+
 def _spool_part_writer(
     writer: Any, shapes: dict[tuple[str, str], TableInfo], ts: int, segments: int
 ) -> Callable[[int, Iterable[tuple[str, str, int, bytes]]], Iterator[str]]:
@@ -272,12 +276,20 @@ def _spool_part_writer(
 
     def write_part(segment: int, rows: Iterable[tuple[str, str, int, bytes]]) -> Iterator[str]:
         out = RouteWriters(sink, tables, cf, SNAPSHOT_BATCH_ID, segment, segments)
+        loads = pickle.loads
+        run: list[RowChange] = []
+        run_key: tuple[str, str, int] | None = None
         try:
+            # Runs of consecutive rows of one table (one transaction at ts) go to the writers at once.
             for seq, (schema, table, version, payload) in enumerate(rows):
-                info = shapes[(schema, table)]
-                after = pickle.loads(payload)[1]
-                row = RowChange("I", schema, table, version, ts, None, after, seq)
-                out.write(row, info, out.route(row, info))
+                if (schema, table, version) != run_key or len(run) >= RUN_ROWS:
+                    if run:
+                        out.write_rows(run, shapes[(run[0].schema, run[0].table)])
+                    run = []
+                    run_key = (schema, table, version)
+                run.append(RowChange("I", schema, table, version, ts, None, loads(payload)[1], seq))
+            if run:
+                out.write_rows(run, shapes[(run[0].schema, run[0].table)])
             msgs = out.close()
         except BaseException:
             out.abort()

@@ -383,43 +383,6 @@ def test_a_row_without_its_image_is_refused() -> None:
             enc.encode_row(RowChange("I", "test", "all_types", 7, 1, None, None), WIDE)
 
 
-def test_the_c_renderer_is_used_and_equals_the_reference(renderer: str) -> None:
-    """Randomized rows of every table under every option combination: C bytes == reference bytes."""
-    if renderer != "c":
-        pytest.skip("compares the two renderers itself")
-    rng = random.Random(77)
-    for k, ((ts, old, hk, _header), binary) in enumerate(itertools.product(FLAGS, ("base64", "hex"))):
-        delimiter, quote = DELIMITER_QUOTE[k % len(DELIMITER_QUOTE)]
-        csv = CSVConfig(
-            delimiter=delimiter,
-            quote=quote,
-            null=NULLS[k % len(NULLS)],
-            include_commit_ts=ts,
-            binary_encoding_method=binary,
-            output_old_value=old,
-            output_handle_key=hk,
-        )
-        term = TERMINATORS[k % len(TERMINATORS)]
-        fast = CSVEncoder(csv, term)
-        for table in TABLES:
-            rows = [*_fixed_rows(table), *rng.sample(_pool(table), 40)]
-            with pytest.MonkeyPatch.context() as mp:
-                mp.setattr(csv_module, "NATIVE", None)
-                ref = CSVEncoder(csv, term)
-                want = []
-                for row in rows:
-                    try:
-                        want.append(ref.encode_row(row, table))
-                    except Exception as exc:
-                        want.append(exc)
-            for row, w in zip(rows, want, strict=True):
-                if isinstance(w, Exception):
-                    with pytest.raises(type(w)):
-                        fast.encode_row(row, table)
-                else:
-                    assert fast.encode_row(row, table) == w, (row, csv, term)
-
-
 def test_c_fields_are_built_for_every_column_kind(renderer: str) -> None:
     """With the extension every table gets its C fields; without it none (the reference renders)."""
     from sparkcdc.codec.csv_kinds import column_formatter

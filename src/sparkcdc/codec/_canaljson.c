@@ -356,22 +356,57 @@ static int put_int(Buf *b, const RCol *c, PyObject *v)
     return put_reference(b, c, v); /* below -2**63 */
 }
 
+/* The shortest repr of ``d`` (Python's, the same digits as Go) with a trailing ".0" dropped, its
+ * length in *n; free it with PyMem_Free. NULL without an error set when it has an exponent or is
+ * inf/nan (the column's formatter spells those out), NULL with an error set on failure. */
+static char *double_text(double d, size_t *n)
+{
+    char *r = PyOS_double_to_string(d, 'r', 0, Py_DTSF_ADD_DOT_0, NULL);
+    if (r == NULL)
+        return NULL;
+    if (strchr(r, 'e') != NULL || strchr(r, 'n') != NULL) {
+        PyMem_Free(r);
+        return NULL;
+    }
+    *n = strlen(r);
+    if (*n >= 2 && r[*n - 2] == '.' && r[*n - 1] == '0')
+        *n -= 2;
+    return r;
+}
+
+/* str(v) of a Decimal when it is already the column's text: no exponent, exactly ``scale``
+ * fractional digits; its UTF-8 in *u, *n. NULL without an error set when it needs the column's
+ * formatter (quantizing, an exponent), NULL with an error set on failure. */
+static PyObject *decimal_text(PyObject *v, int scale, const char **u, Py_ssize_t *n)
+{
+    int ok;
+    PyObject *s = PyObject_Str(v);
+    if (s == NULL)
+        return NULL;
+    *u = PyUnicode_AsUTF8AndSize(s, n);
+    if (*u == NULL) {
+        Py_DECREF(s);
+        return NULL;
+    }
+    ok = memchr(*u, 'E', (size_t)*n) == NULL;
+    if (ok && scale == 0)
+        ok = memchr(*u, '.', (size_t)*n) == NULL;
+    else if (ok && scale > 0)
+        ok = *n > scale && (*u)[*n - scale - 1] == '.';
+    if (!ok) {
+        Py_DECREF(s);
+        return NULL;
+    }
+    return s;
+}
+
 static int put_double(Buf *b, const RCol *c, PyObject *v)
 {
     int rc;
     size_t n;
-    double d = PyFloat_AS_DOUBLE(v);
-    char *r = PyOS_double_to_string(d, 'r', 0, Py_DTSF_ADD_DOT_0, NULL);
-    if (r == NULL)
-        return -1;
-    if (strchr(r, 'e') != NULL || strchr(r, 'n') != NULL) {
-        /* an exponent, inf or nan: the reference spells it out */
-        PyMem_Free(r);
-        return put_reference(b, c, v);
-    }
-    n = strlen(r);
-    if (n >= 2 && r[n - 2] == '.' && r[n - 1] == '0')
-        n -= 2;
+    char *r = double_text(PyFloat_AS_DOUBLE(v), &n);
+    if (r == NULL) /* an exponent, inf or nan: the reference spells it out */
+        return PyErr_Occurred() ? -1 : put_reference(b, c, v);
     rc = put_quoted(b, r, n);
     PyMem_Free(r);
     return rc;
@@ -379,26 +414,13 @@ static int put_double(Buf *b, const RCol *c, PyObject *v)
 
 static int put_decimal(Buf *b, const RCol *c, PyObject *v)
 {
-    int rc, ok;
+    int rc;
     Py_ssize_t n;
     const char *u;
-    PyObject *s = PyObject_Str(v);
-    if (s == NULL)
-        return -1;
-    u = PyUnicode_AsUTF8AndSize(s, &n);
-    if (u == NULL) {
-        Py_DECREF(s);
-        return -1;
-    }
-    ok = memchr(u, 'E', (size_t)n) == NULL;
-    if (ok && c->scale == 0)
-        ok = memchr(u, '.', (size_t)n) == NULL;
-    else if (ok && c->scale > 0)
-        ok = n > c->scale && u[n - c->scale - 1] == '.';
-    if (ok)
-        rc = put_quoted(b, u, (size_t)n);
-    else
-        rc = put_reference(b, c, v); /* needs quantizing or has an exponent */
+    PyObject *s = decimal_text(v, c->scale, &u, &n);
+    if (s == NULL) /* needs quantizing or has an exponent */
+        return PyErr_Occurred() ? -1 : put_reference(b, c, v);
+    rc = put_quoted(b, u, (size_t)n);
     Py_DECREF(s);
     return rc;
 }
@@ -1155,16 +1177,9 @@ static int put_csv_double(Buf *b, const FCol *c, PyObject *v)
     double d = PyFloat_AS_DOUBLE(v);
     if (!(d > -1e6 && d < 1e6))
         return put_formatted(b, c, v); /* Go's %v has an exponent from 1e6 on (NaN too) */
-    r = PyOS_double_to_string(d, 'r', 0, Py_DTSF_ADD_DOT_0, NULL);
+    r = double_text(d, &n);
     if (r == NULL)
-        return -1;
-    if (strchr(r, 'e') != NULL) {
-        PyMem_Free(r);
-        return put_formatted(b, c, v);
-    }
-    n = strlen(r);
-    if (n >= 2 && r[n - 2] == '.' && r[n - 1] == '0')
-        n -= 2;
+        return PyErr_Occurred() ? -1 : put_formatted(b, c, v);
     rc = buf_put(b, r, n);
     PyMem_Free(r);
     return rc;
@@ -1172,26 +1187,13 @@ static int put_csv_double(Buf *b, const FCol *c, PyObject *v)
 
 static int put_csv_decimal(CsvFieldsObject *self, Buf *b, const FCol *c, PyObject *v)
 {
-    int rc, ok;
+    int rc;
     Py_ssize_t n;
     const char *u;
-    PyObject *s = PyObject_Str(v);
-    if (s == NULL)
-        return -1;
-    u = PyUnicode_AsUTF8AndSize(s, &n);
-    if (u == NULL) {
-        Py_DECREF(s);
-        return -1;
-    }
-    ok = memchr(u, 'E', (size_t)n) == NULL;
-    if (ok && c->scale == 0)
-        ok = memchr(u, '.', (size_t)n) == NULL;
-    else if (ok && c->scale > 0)
-        ok = n > c->scale && u[n - c->scale - 1] == '.';
-    if (ok)
-        rc = put_string_field(self, b, u, n);
-    else
-        rc = put_formatted(b, c, v); /* needs quantizing or has an exponent */
+    PyObject *s = decimal_text(v, c->scale, &u, &n);
+    if (s == NULL) /* needs quantizing or has an exponent */
+        return PyErr_Occurred() ? -1 : put_formatted(b, c, v);
+    rc = put_string_field(self, b, u, n);
     Py_DECREF(s);
     return rc;
 }

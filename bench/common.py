@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import json
 import os
@@ -446,6 +447,155 @@ def write_rounds(
     finally:
         conn.close()
     return marks
+
+
+def add_backlog_args(ap: argparse.ArgumentParser) -> None:
+    """The arguments of the workload every whole-process bench writes (``write_backlogs``)."""
+    ap.add_argument(
+        "--rows", type=int, default=200_000, help="N: row changes of the first round (default 200000)"
+    )
+    ap.add_argument(
+        "--backlog-factor",
+        type=int,
+        default=3,
+        help="the second whole-process run covers N x this (default 3)",
+    )
+    ap.add_argument(
+        "--memory-rows",
+        type=int,
+        default=0,
+        help="also a whole-process run over a separate backlog of this many changes",
+    )
+    ap.add_argument(
+        "--big-txn",
+        type=int,
+        default=0,
+        help="also a whole-process run over one transaction of this many rows",
+    )
+    ap.add_argument(
+        "--repeat-whole",
+        type=int,
+        default=1,
+        help="whole-process runs of N and N x factor; the fastest counts",
+    )
+    ap.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
+
+
+def write_backlogs(
+    db: Any,
+    args: argparse.Namespace,
+    write_round: Callable[[Any, int, int], int],
+    write_big_txn: Callable[[Any, int, int], int],
+) -> tuple[list[Mark], list[tuple[str, Mark, Mark]]]:
+    """Write N and N x (factor - 1) changes, then the ``--memory-rows`` backlog (rounds of 1M) and the
+    ``--big-txn`` transaction; print the workload. Returns the first rounds' marks and the
+    (name, from, to) ranges of the whole-process runs: ``N``, ``factor``, ``memory``, ``big-txn``."""
+    t0 = time.monotonic()
+    sizes = [args.rows, args.rows * (args.backlog_factor - 1)]
+    marks = write_rounds(db, sizes, write_round)
+    runs: list[tuple[str, Mark, Mark]] = [("N", marks[0], marks[1]), ("factor", marks[0], marks[2])]
+    if args.memory_rows:
+        rounds = [min(1_000_000, args.memory_rows - k) for k in range(0, args.memory_rows, 1_000_000)]
+        more = write_rounds(db, rounds, write_round, sum(sizes) + 1)
+        base = marks[-1].rows
+        big = [Mark(m.ts, m.offset, m.rows + base) for m in more]
+        runs.append(("memory", big[0], big[-1]))
+    if args.big_txn:
+        txn = write_rounds(db, [args.big_txn], write_big_txn, sum(sizes) + args.memory_rows + 1)
+        runs.append(("big-txn", txn[0], txn[1]))
+    print(
+        f"workload: {', '.join(f'{nm} {b.rows - a.rows:,} changes' for nm, a, b in runs)}; "
+        f"written in {time.monotonic() - t0:.1f}s; {loadavg()}",
+        flush=True,
+    )
+    return marks, runs
+
+
+def run_baselines(
+    db: Any, marks: list[Mark], args: argparse.Namespace
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """python-mysql-replication over N, ``mariadb-binlog`` over N x factor, a bare Spark session."""
+    print("baselines: python-mysql-replication decode (N) ...", flush=True)
+    pmr = python_mysql_replication(db, marks[0].offset, marks[1].offset)
+    print(f"  {pmr['rate']:,.0f} rows/s ({loadavg()})", flush=True)
+    print(f"baselines: mariadb-binlog -v decode (N x {args.backlog_factor}) ...", flush=True)
+    mbl = mariadb_binlog(db, marks[0].offset, marks[2].offset)
+    print(f"  {mbl['rate']:,.0f} rows/s ({loadavg()})", flush=True)
+    print("baselines: bare Spark session (start, count, stop) ...", flush=True)
+    bare = bare_spark(args.master)
+    print(f"  {bare['wall_s']:.1f} s ({loadavg()})", flush=True)
+    return pmr, mbl, bare
+
+
+def report_row(name: str, rows: int | str, seconds: float, rate: float, extra: str = "") -> str:
+    """One line of a bench's report table (``REPORT_HEADER``)."""
+    rows_s = f"{rows:,}" if isinstance(rows, int) else rows
+    return f"{name:58} {rows_s:>10} {seconds:>8.2f} {rate:>10,.0f}  {extra}"
+
+
+REPORT_HEADER = f"{'measure':58} {'rows':>10} {'seconds':>8} {'rows/s':>10}  notes\n" + "-" * 110
+
+
+def print_steady(
+    whole: dict[str, Any],
+    f: int,
+    bare: dict[str, Any],
+    mbl: dict[str, Any],
+    pmr: dict[str, Any],
+    target: tuple[str, float],
+) -> float:
+    """The steady rate from the N and N x ``f`` whole runs against ``target`` (name, rows/s) and
+    40 % of ``mariadb-binlog``; returns it (nan without both runs)."""
+    if "N" not in whole or "factor" not in whole:
+        return float("nan")
+    rn, rf = whole["N"], whole["factor"]
+    rate, fixed = steady(rn["rows"], rn["wall"], rf["rows"], rf["wall"])
+    print(
+        f"whole process, steady rate (rows of N x {f} - rows of N) / (time - time): {rate:,.0f} rows/s; "
+        f"fixed cost (intercept) {fixed:.1f} s; bare Spark session {bare['wall_s']:.1f} s"
+    )
+    name, goal = target
+    print(
+        f"  target 1: {name} steady >= {goal:,.0f} rows/s: {'met' if rate >= goal else 'not met'} ({rate:,.0f})"
+    )
+    print(
+        f"  target 1: steady / mariadb-binlog >= 40 %: {rate / mbl['rate'] * 100:.0f} % "
+        f"({'met' if rate >= 0.4 * mbl['rate'] else 'not met'})"
+    )
+    if "ceiling" in whole:
+        print(f"  steady / librdkafka ceiling: {rate / whole['ceiling']['rate'] * 100:.0f} %")
+    print(f"  steady / python-mysql-replication: {rate / pmr['rate']:.2f}x")
+    for label_, r in (("N", rn), ("N x factor", rf)):
+        print(f"  {label_}: {r['rows'] / r['wall'] / pmr['rate']:.2f}x python-mysql-replication, "
+              f"{r['rows'] / r['wall'] / mbl['rate'] * 100:.0f} % of mariadb-binlog (whole run, start included)")  # fmt: skip
+    return rate
+
+
+def print_whole_memory(whole_runs: list[tuple[str, Mark, Mark]], whole: dict[str, Any]) -> None:
+    """Peak memory of each whole-process run, whether it grows with the backlog (target 3: <= 1 GB),
+    and the RSS over time of the largest run."""
+    runs = {k: r for k, r in whole.items() if "memory" in r}
+    if not runs:
+        return
+    print()
+    print("memory of the whole process tree (sparkcdc run: JVM + Python processes):")
+    peaks = []
+    for name, a, b in whole_runs:
+        r = runs.get(name)
+        if r is not None:
+            peaks.append((b.rows - a.rows, r["memory"]["peak_rss"]))
+            print(f"  {name:8} {b.rows - a.rows:>10,} changes: {memory_line(r['memory'])}")
+    if len(peaks) >= 2:
+        lo, hi = min(peaks), max(peaks)
+        grows = hi[1] > lo[1] * 1.10
+        print(
+            f"  peak RSS from {lo[0]:,} to {hi[0]:,} changes: {lo[1] / MB:,.0f} -> {hi[1] / MB:,.0f} MB "
+            f"({'grows' if grows else 'does not grow'} with the backlog, > 10 % counts as growing); "
+            f"target 3 (<= 1 GB): {'met' if all(p <= 2**30 for _, p in peaks) else 'not met'}"
+        )
+    largest = max(runs.values(), key=lambda r: r["rows"])
+    print(f"RSS over time of the largest run ({largest['rows']:,} changes):")
+    print_timeline(largest["memory"], largest["t0"])
 
 
 # --- baselines ------------------------------------------------------------------------------------------------

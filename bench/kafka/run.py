@@ -49,21 +49,22 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from common import (
     MB,
+    REPORT_HEADER,
     Child,
     Mark,
     TreeSampler,
-    bare_spark,
+    add_backlog_args,
     librdkafka_ceiling,
     load_bench,
     loadavg,
-    mariadb_binlog,
     memory_line,
-    print_timeline,
-    python_mysql_replication,
+    print_steady,
+    print_whole_memory,
     read_topic,
+    report_row,
+    run_baselines,
     sparkcdc_run,
-    steady,
-    write_rounds,
+    write_backlogs,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -607,41 +608,10 @@ def _mb(n: float) -> str:
     return f"{n / MB:,.0f}"
 
 
-def _rounds(total: int, size: int) -> list[int]:
-    return [min(size, total - k) for k in range(0, total, size)]
-
-
 def main(argv: list[str] | None = None) -> int:
     """Run every measurement on one workload and print the figures."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument(
-        "--rows", type=int, default=200_000, help="N: row changes of the first round (default 200000)"
-    )
-    ap.add_argument(
-        "--backlog-factor",
-        type=int,
-        default=3,
-        help="the second whole-process run covers N x this (default 3)",
-    )
-    ap.add_argument(
-        "--memory-rows",
-        type=int,
-        default=0,
-        help="also a whole-process run over a separate backlog of this many changes",
-    )
-    ap.add_argument(
-        "--big-txn",
-        type=int,
-        default=0,
-        help="also a whole-process run over one transaction of this many rows",
-    )
-    ap.add_argument(
-        "--repeat-whole",
-        type=int,
-        default=1,
-        help="whole-process runs of N and N x factor; the fastest counts",
-    )
-    ap.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
+    add_backlog_args(ap)
     ap.add_argument("--trigger-interval", default="200 milliseconds", help="micro-batch trigger")
     ap.add_argument(
         "--partition",
@@ -682,40 +652,14 @@ def main(argv: list[str] | None = None) -> int:
     cap = load_capture_bench()
     from sparkcdc.services.mariadb import LocalMariaDB
 
-    n = args.rows
     print(
         f"cores: {os.cpu_count()}; Spark master {args.master}; trigger {args.trigger_interval}; {loadavg()}",
         flush=True,
     )
     with LocalMariaDB() as db:
         db.execute("CREATE DATABASE bench", cap.TABLE)
-        t0 = time.monotonic()
-        sizes = [n, n * (args.backlog_factor - 1)]
-        marks = write_rounds(db, sizes, write_round)
-        whole_runs: list[tuple[str, Mark, Mark]] = [("N", marks[0], marks[1]), ("factor", marks[0], marks[2])]
-        if args.memory_rows:
-            more = write_rounds(db, _rounds(args.memory_rows, 1_000_000), write_round, sum(sizes) + 1)
-            base = marks[-1].rows
-            big = [Mark(m.ts, m.offset, m.rows + base) for m in more]
-            whole_runs.append(("memory", big[0], big[-1]))
-        if args.big_txn:
-            txn = write_rounds(db, [args.big_txn], write_big_txn, sum(sizes) + args.memory_rows + 1)
-            whole_runs.append(("big-txn", txn[0], txn[1]))
-        print(
-            f"workload: {', '.join(f'{nm} {b.rows - a.rows:,} changes' for nm, a, b in whole_runs)}; "
-            f"written in {time.monotonic() - t0:.1f}s; {loadavg()}",
-            flush=True,
-        )
-        first, whole_end = marks[0], marks[2]
-        print("baselines: python-mysql-replication decode (N) ...", flush=True)
-        pmr = python_mysql_replication(db, first.offset, marks[1].offset)
-        print(f"  {pmr['rate']:,.0f} rows/s ({loadavg()})", flush=True)
-        print(f"baselines: mariadb-binlog -v decode (N x {args.backlog_factor}) ...", flush=True)
-        mbl = mariadb_binlog(db, first.offset, whole_end.offset)
-        print(f"  {mbl['rate']:,.0f} rows/s ({loadavg()})", flush=True)
-        print("baselines: bare Spark session (start, count, stop) ...", flush=True)
-        bare = bare_spark(args.master)
-        print(f"  {bare['wall_s']:.1f} s ({loadavg()})", flush=True)
+        marks, whole_runs = write_backlogs(db, args, write_round, write_big_txn)
+        pmr, mbl, bare = run_baselines(db, marks, args)
         canal = avro = None
         if not args.skip_session:
             print("in session: sparkcdc -> Kafka canal-json (cold, warm) ...", flush=True)
@@ -741,11 +685,6 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _row(name: str, rows: int | str, seconds: float, rate: float, extra: str = "") -> str:
-    rows_s = f"{rows:,}" if isinstance(rows, int) else rows
-    return f"{name:58} {rows_s:>10} {seconds:>8.2f} {rate:>10,.0f}  {extra}"
-
-
 def print_report(
     args: argparse.Namespace,
     whole_runs: list[tuple[str, Mark, Mark]],
@@ -761,16 +700,19 @@ def print_report(
     n = args.rows
     f = args.backlog_factor
     print()
-    print(f"{'measure':58} {'rows':>10} {'seconds':>8} {'rows/s':>10}  notes")
-    print("-" * 110)
+    print(REPORT_HEADER)
     print(
-        _row("baseline: python-mysql-replication 1.0.17 decode (N)", pmr["rows"], pmr["seconds"], pmr["rate"])
+        report_row(
+            "baseline: python-mysql-replication 1.0.17 decode (N)", pmr["rows"], pmr["seconds"], pmr["rate"]
+        )
     )
-    print(_row(f"baseline: mariadb-binlog -v decode (N x {f})", mbl["rows"], mbl["seconds"], mbl["rate"]))
+    print(
+        report_row(f"baseline: mariadb-binlog -v decode (N x {f})", mbl["rows"], mbl["seconds"], mbl["rate"])
+    )
     if "ceiling" in whole:
         c = whole["ceiling"]
         print(
-            _row(
+            report_row(
                 "baseline: librdkafka produce, pre-rendered canal-json",
                 c["messages"],
                 c["seconds"],
@@ -779,7 +721,7 @@ def print_report(
             )
         )
     print(
-        _row(
+        report_row(
             "baseline: bare Spark session: start, count, stop",
             "-",
             bare["wall_s"],
@@ -791,7 +733,7 @@ def print_report(
         if r is None:
             continue
         print(
-            _row(
+            report_row(
                 f"in session -> Kafka {name}, cold, Spark start included",
                 r["rows"],
                 r["seconds"],
@@ -800,7 +742,7 @@ def print_report(
             )
         )
         print(
-            _row(
+            report_row(
                 f"in session -> Kafka {name}, cold, query only",
                 r["rows"],
                 r["query_seconds"],
@@ -808,7 +750,7 @@ def print_report(
             )
         )
         print(
-            _row(
+            report_row(
                 f"in session -> Kafka {name}, warm (2nd changefeed)",
                 r["warm_rows"],
                 r["warm_seconds"],
@@ -821,31 +763,11 @@ def print_report(
             continue
         first = r["phases"].get("batch")
         print(
-            _row(f"sparkcdc run -> Kafka canal-json, {name}", r["rows"], r["wall"], r["rows"] / r["wall"],
+            report_row(f"sparkcdc run -> Kafka canal-json, {name}", r["rows"], r["wall"], r["rows"] / r["wall"],
                  f"first batch at {first:.1f}s" if first else "")
         )  # fmt: skip
     print()
-    rate = fixed = float("nan")
-    if "N" in whole and "factor" in whole:
-        rn, rf = whole["N"], whole["factor"]
-        rate, fixed = steady(rn["rows"], rn["wall"], rf["rows"], rf["wall"])
-        print(
-            f"whole process, steady rate (rows of N x {f} - rows of N) / (time - time): {rate:,.0f} rows/s; "
-            f"fixed cost (intercept) {fixed:.1f} s; bare Spark session {bare['wall_s']:.1f} s"
-        )
-        print(
-            f"  target 1: Kafka canal-json steady >= 150,000 rows/s: {'met' if rate >= 150_000 else 'not met'} ({rate:,.0f})"
-        )
-        print(
-            f"  target 1: steady / mariadb-binlog >= 40 %: {rate / mbl['rate'] * 100:.0f} % "
-            f"({'met' if rate >= 0.4 * mbl['rate'] else 'not met'})"
-        )
-        if "ceiling" in whole:
-            print(f"  steady / librdkafka ceiling: {rate / whole['ceiling']['rate'] * 100:.0f} %")
-        print(f"  steady / python-mysql-replication: {rate / pmr['rate']:.2f}x")
-        for name, r in (("N", rn), ("N x factor", rf)):
-            print(f"  {name}: {r['rows'] / r['wall'] / pmr['rate']:.2f}x python-mysql-replication, "
-                  f"{r['rows'] / r['wall'] / mbl['rate'] * 100:.0f} % of mariadb-binlog (whole run, start included)")  # fmt: skip
+    print_steady(whole, f, bare, mbl, pmr, ("Kafka canal-json", 150_000))
     if canal is not None:
         warm = canal["warm_rows"] / canal["warm_seconds"]
         print(
@@ -855,26 +777,7 @@ def print_report(
         for name, r in (("canal-json", canal), ("avro", avro)):
             if r is not None:
                 print(f"  {name} Spark phases, summed over batches: {_phases(r['durations'])}")
-    if whole:
-        print()
-        print("memory of the whole process tree (sparkcdc run: JVM + Python processes):")
-        peaks = []
-        for name, a, b in whole_runs:
-            r = whole.get(name)
-            if r is not None:
-                peaks.append((b.rows - a.rows, r["memory"]["peak_rss"]))
-                print(f"  {name:8} {b.rows - a.rows:>10,} changes: {memory_line(r['memory'])}")
-        if len(peaks) >= 2:
-            lo, hi = min(peaks), max(peaks)
-            grows = hi[1] > lo[1] * 1.10
-            print(
-                f"  peak RSS from {lo[0]:,} to {hi[0]:,} changes: {_mb(lo[1])} -> {_mb(hi[1])} MB "
-                f"({'grows' if grows else 'does not grow'} with the backlog, > 10 % counts as growing); "
-                f"target 3 (<= 1 GB): {'met' if all(p <= 2**30 for _, p in peaks) else 'not met'}"
-            )
-        largest = max((r for k, r in whole.items() if k != "ceiling"), key=lambda r: r["rows"])
-        print(f"RSS over time of the largest run ({largest['rows']:,} changes):")
-        print_timeline(largest["memory"], largest["t0"])
+    print_whole_memory(whole_runs, whole)
     if lat is not None:
         print()
         print(

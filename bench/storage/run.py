@@ -40,17 +40,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from common import (
     MB,
+    REPORT_HEADER,
     Mark,
-    bare_spark,
+    add_backlog_args,
     loadavg,
-    mariadb_binlog,
     memory_line,
+    print_steady,
     print_timeline,
-    python_mysql_replication,
+    print_whole_memory,
+    report_row,
+    run_baselines,
     run_candidate,
     run_pymysqlreplication,
     sparkcdc_run,
-    steady,
+    write_backlogs,
     write_rounds,
 )
 
@@ -387,41 +390,10 @@ def measure_whole(
     return result
 
 
-def _rounds(total: int, size: int) -> list[int]:
-    return [min(size, total - k) for k in range(0, total, size)]
-
-
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark and print the figures."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument(
-        "--rows", type=int, default=200_000, help="N: row changes of the first round (default 200000)"
-    )
-    ap.add_argument(
-        "--backlog-factor",
-        type=int,
-        default=3,
-        help="the second whole-process run covers N x this (default 3)",
-    )
-    ap.add_argument(
-        "--memory-rows",
-        type=int,
-        default=0,
-        help="also a whole-process run over a separate backlog of this many changes",
-    )
-    ap.add_argument(
-        "--big-txn",
-        type=int,
-        default=0,
-        help="also a whole-process run over one transaction of this many rows",
-    )
-    ap.add_argument(
-        "--repeat-whole",
-        type=int,
-        default=1,
-        help="whole-process runs of N and N x factor; the fastest counts",
-    )
-    ap.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
+    add_backlog_args(ap)
     ap.add_argument(
         "--trigger-interval", default="200 milliseconds", help="micro-batch trigger of sparkcdc run"
     )
@@ -439,28 +411,11 @@ def main(argv: list[str] | None = None) -> int:
 
     from sparkcdc.services.mariadb import LocalMariaDB
 
-    n = args.rows
     print(f"cores: {os.cpu_count()}; Spark master {args.master}; {loadavg()}", flush=True)
     with LocalMariaDB() as db, tempfile.TemporaryDirectory(prefix="bench-storage-") as out:
         create_tables(db)
-        t0 = time.monotonic()
-        sizes = [n, n * (args.backlog_factor - 1)]
-        marks = write_rounds(db, sizes, write_round)
-        whole_runs: list[tuple[str, Mark, Mark]] = [("N", marks[0], marks[1]), ("factor", marks[0], marks[2])]
-        if args.memory_rows:
-            more = write_rounds(db, _rounds(args.memory_rows, 1_000_000), write_round, sum(sizes) + 1)
-            base = marks[-1].rows
-            big = [Mark(m.ts, m.offset, m.rows + base) for m in more]
-            whole_runs.append(("memory", big[0], big[-1]))
-        if args.big_txn:
-            txn = write_rounds(db, [args.big_txn], write_big_txn, sum(sizes) + args.memory_rows + 1)
-            whole_runs.append(("big-txn", txn[0], txn[1]))
-        print(
-            f"workload: {', '.join(f'{nm} {b.rows - a.rows:,} changes' for nm, a, b in whole_runs)}; "
-            f"written in {time.monotonic() - t0:.1f}s; {loadavg()}",
-            flush=True,
-        )
-        first, mid, end = marks[0], marks[1], marks[2]
+        marks, whole_runs = write_backlogs(db, args, write_round, write_big_txn)
+        first, mid = marks[0], marks[1]
         spec = {
             "uri": db.uri,
             "start_ts": first.ts,
@@ -471,15 +426,7 @@ def main(argv: list[str] | None = None) -> int:
             "master": args.master,
             "idle_seconds": args.idle_seconds,
         }
-        print("baselines: python-mysql-replication decode (N) ...", flush=True)
-        pmr = python_mysql_replication(db, first.offset, mid.offset)
-        print(f"  {pmr['rate']:,.0f} rows/s ({loadavg()})", flush=True)
-        print(f"baselines: mariadb-binlog -v decode (N x {args.backlog_factor}) ...", flush=True)
-        mbl = mariadb_binlog(db, first.offset, end.offset)
-        print(f"  {mbl['rate']:,.0f} rows/s ({loadavg()})", flush=True)
-        print("baselines: bare Spark session (start, count, stop) ...", flush=True)
-        bare = bare_spark(args.master)
-        print(f"  {bare['wall_s']:.1f} s ({loadavg()})", flush=True)
+        pmr, mbl, bare = run_baselines(db, marks, args)
         print("capture alone (N) ...", flush=True)
         cap = measure("capture", spec)
         e2e = None
@@ -492,11 +439,6 @@ def main(argv: list[str] | None = None) -> int:
             whole = measure_whole(db, whole_runs, args, out)
     print_report(args, whole_runs, pmr, mbl, bare, cap, e2e, whole)
     return 0
-
-
-def _row(name: str, rows: int | str, seconds: float, rate: float, extra: str = "") -> str:
-    rows_s = f"{rows:,}" if isinstance(rows, int) else rows
-    return f"{name:58} {rows_s:>10} {seconds:>8.2f} {rate:>10,.0f}  {extra}"
 
 
 def print_report(
@@ -513,14 +455,17 @@ def print_report(
     n = args.rows
     f = args.backlog_factor
     print()
-    print(f"{'measure':58} {'rows':>10} {'seconds':>8} {'rows/s':>10}  notes")
-    print("-" * 110)
+    print(REPORT_HEADER)
     print(
-        _row("baseline: python-mysql-replication 1.0.17 decode (N)", pmr["rows"], pmr["seconds"], pmr["rate"])
+        report_row(
+            "baseline: python-mysql-replication 1.0.17 decode (N)", pmr["rows"], pmr["seconds"], pmr["rate"]
+        )
     )
-    print(_row(f"baseline: mariadb-binlog -v decode (N x {f})", mbl["rows"], mbl["seconds"], mbl["rate"]))
     print(
-        _row(
+        report_row(f"baseline: mariadb-binlog -v decode (N x {f})", mbl["rows"], mbl["seconds"], mbl["rate"])
+    )
+    print(
+        report_row(
             "baseline: bare Spark session: start, count, stop",
             "-",
             bare["wall_s"],
@@ -529,7 +474,7 @@ def print_report(
         )
     )
     print(
-        _row(
+        report_row(
             "capture alone: RowReader -> RowChange (N)",
             cap["rows"],
             cap["seconds"],
@@ -539,7 +484,7 @@ def print_report(
     if e2e is not None:
         cold, warm = e2e["cold"], e2e["warm"]
         print(
-            _row(
+            report_row(
                 "in session -> CSV, cold, Spark start included",
                 cold["rows"],
                 cold["t1"] - e2e["t_begin"],
@@ -548,7 +493,7 @@ def print_report(
             )
         )
         print(
-            _row(
+            report_row(
                 "in session -> CSV, cold, query only",
                 cold["rows"],
                 cold["seconds"],
@@ -556,7 +501,7 @@ def print_report(
             )
         )
         print(
-            _row(
+            report_row(
                 "in session -> CSV, warm (2nd changefeed)",
                 warm["rows"],
                 warm["seconds"],
@@ -569,7 +514,7 @@ def print_report(
             continue
         first = r["phases"].get("batch")
         print(
-            _row(
+            report_row(
                 f"sparkcdc run -> CSV, {name}",
                 r["rows"],
                 r["wall"],
@@ -578,24 +523,7 @@ def print_report(
             )
         )
     print()
-    if "N" in whole and "factor" in whole:
-        rn, rf = whole["N"], whole["factor"]
-        rate, fixed = steady(rn["rows"], rn["wall"], rf["rows"], rf["wall"])
-        print(
-            f"whole process, steady rate (rows of N x {f} - rows of N) / (time - time): {rate:,.0f} rows/s; "
-            f"fixed cost (intercept) {fixed:.1f} s; bare Spark session {bare['wall_s']:.1f} s"
-        )
-        print(
-            f"  target 1: CSV steady >= 200,000 rows/s: {'met' if rate >= 200_000 else 'not met'} ({rate:,.0f})"
-        )
-        print(
-            f"  target 1: steady / mariadb-binlog >= 40 %: {rate / mbl['rate'] * 100:.0f} % "
-            f"({'met' if rate >= 0.4 * mbl['rate'] else 'not met'})"
-        )
-        print(f"  steady / python-mysql-replication: {rate / pmr['rate']:.2f}x")
-        for name, r in (("N", rn), ("N x factor", rf)):
-            print(f"  {name}: {r['rows'] / r['wall'] / pmr['rate']:.2f}x python-mysql-replication, "
-                  f"{r['rows'] / r['wall'] / mbl['rate'] * 100:.0f} % of mariadb-binlog (whole run, start included)")  # fmt: skip
+    print_steady(whole, f, bare, mbl, pmr, ("CSV", 200_000))
     if e2e is not None:
         warm = e2e["warm"]
         rate_w = warm["rows"] / warm["seconds"]
@@ -611,26 +539,7 @@ def print_report(
                 f"{idle['delivered']} delivered): median {idle['median_s'] * 1000:.0f} ms, "
                 f"p90 {idle['p90_s'] * 1000:.0f} ms, max {idle['max_s'] * 1000:.0f} ms (COMMIT -> batch committed)"
             )
-    if whole:
-        print()
-        print("memory of the whole process tree (sparkcdc run: JVM + Python processes):")
-        peaks = []
-        for name, a, b in whole_runs:
-            r = whole.get(name)
-            if r is not None:
-                peaks.append((b.rows - a.rows, r["memory"]["peak_rss"]))
-                print(f"  {name:8} {b.rows - a.rows:>10,} changes: {memory_line(r['memory'])}")
-        if len(peaks) >= 2:
-            lo, hi = min(peaks), max(peaks)
-            grows = hi[1] > lo[1] * 1.10
-            print(
-                f"  peak RSS from {lo[0]:,} to {hi[0]:,} changes: {lo[1] / MB:,.0f} -> {hi[1] / MB:,.0f} MB "
-                f"({'grows' if grows else 'does not grow'} with the backlog, > 10 % counts as growing); "
-                f"target 3 (<= 1 GB): {'met' if all(p <= 2**30 for _, p in peaks) else 'not met'}"
-            )
-        largest = max(whole.values(), key=lambda r: r["rows"])
-        print(f"RSS over time of the largest run ({largest['rows']:,} changes):")
-        print_timeline(largest["memory"], largest["t0"])
+    print_whole_memory(whole_runs, whole)
     if e2e is not None:
         print()
         print("in-session process tree (cold, then warm):")

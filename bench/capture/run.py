@@ -31,6 +31,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from sparkcdc.capture.offset import Offset, file_seq
@@ -177,35 +178,13 @@ def run_sparkcdc_python(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def run_pymysqlreplication(spec: dict[str, Any]) -> dict[str, Any]:
-    """(b) python-mysql-replication decoding every row of the same range."""
-    from pymysqlreplication import BinLogStreamReader
-    from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
+    """(b) python-mysql-replication decoding every row of the same range (bench/common's candidate)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    import common
 
-    up = UpstreamConfig.from_uri(spec["uri"])
-    start, end = Offset.from_json(spec["start"]), Offset.from_json(spec["end"])
-    settings = {"host": up.host, "port": up.port, "user": up.user, "passwd": up.password}
-    stream = BinLogStreamReader(
-        connection_settings=settings,
-        server_id=int(spec["server_id"]),
-        log_file=start.file,
-        log_pos=start.pos,
-        resume_stream=True,
-        blocking=False,
-        only_events=[WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent],
-        enable_logging=False,
-    )
-    rows = 0
-    end_key = end.key()
     t0 = time.time()
-    try:
-        for ev in stream:
-            for row in ev.rows:
-                rows += 1 if row else 0
-            if (file_seq(stream.log_file), stream.log_pos) >= end_key:
-                break
-    finally:
-        stream.close()
-    return _result(rows, t0, time.time())
+    r = common.run_pymysqlreplication(spec)
+    return _result(int(r["rows"]), t0, t0 + float(r["seconds"]))
 
 
 def _segment_rows(spec: dict[str, Any]) -> Any:

@@ -27,8 +27,10 @@ pytestmark = [pytest.mark.integration, pytest.mark.e2e, pytest.mark.spark]
 SCHEMA = "fault_s3"
 CHANGEFEED = "fault-s3"
 BUCKET = "fault-bucket"
-FAILING_FOR = 12.0
-"""Seconds of 503 answers: longer than the S3 client's own retries, so the changefeed's retry shows."""
+FAILING_FOR = 20.0
+"""Seconds of 503 answers: longer than the S3 client's own retries (s3fs's 5 tries of a throttled
+request, ~2 s of waits, each botocore's 3 attempts, at most 3 s of backoff), so the changefeed's
+retry shows."""
 
 
 @pytest.fixture(scope="module")

@@ -251,7 +251,10 @@ class StorageBackend:
 def _s3_options(p: ParsedURI) -> dict[str, Any]:
     opts: dict[str, Any] = {}
     client: dict[str, Any] = {}
-    config: dict[str, Any] = {}
+    # botocore's standard retries (3 attempts, at most 1 + 2 s of backoff) instead of its legacy
+    # mode (5 attempts, up to 15 s), under s3fs's own 5 tries of a throttled request: a failing
+    # store reaches the changefeed's retry, which says so, within seconds, not a minute later
+    config: dict[str, Any] = {"retries": {"mode": "standard", "max_attempts": 3}}
     extra: dict[str, Any] = {}
     key, secret = p.get_str("access-key"), p.get_str("secret-access-key")
     if bool(key) != bool(secret):

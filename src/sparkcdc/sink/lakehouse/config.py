@@ -147,7 +147,10 @@ class LakehouseSettings:
             props["s3.endpoint"] = o["endpoint_url"]
         region = o.get("client_kwargs", {}).get("region_name")
         props["s3.region"] = region or "us-east-1"
-        if o.get("endpoint_url") or o.get("config_kwargs"):
+        if (
+            o.get("endpoint_url")
+            or o.get("config_kwargs", {}).get("s3", {}).get("addressing_style") == "path"
+        ):
             props["s3.force-virtual-addressing"] = "false"
         return props
 

@@ -94,13 +94,14 @@ def ensure_table_schema(
 
 @dataclass
 class _Buffer:
-    """Encoded rows waiting for one data directory (one growing buffer: no object per row)."""
+    """Encoded rows waiting for one data directory."""
 
     schema: str
     table: str
     version: int
     info: TableInfo
-    data: bytearray = field(default_factory=bytearray)
+    chunks: list[bytes] = field(default_factory=list)
+    size: int = 0
     rows: int = 0
     last_commit_ts: int = 0
     full: bool = False
@@ -128,8 +129,6 @@ class StorageWriter(PartitionWriter):
         self._rows = 0
         self._bytes = 0
         self._max_commit_ts = 0
-        self._buffered = 0
-        """Bytes in every buffer together."""
 
     def write(self, row: RowChange, table: TableInfo) -> None:
         """Encode a row into its directory's buffer (flushing a full buffer between transactions)."""
@@ -158,37 +157,21 @@ class StorageWriter(PartitionWriter):
                 f"({row.commit_ts} after {buf.last_commit_ts}); the pipeline must sort each group by "
                 f"(commit_ts, seq)"
             )
-        data = buf.data
-        before = len(data)
         if row.op != "U" or self.settings.output_raw_change_event:
-            data += encode(row)
+            data = encode(row)
+            buf.chunks.append(data)
+            buf.size += len(data)
         else:
             for r in split_update(row, table):
-                data += encode(r)
-        self._buffered += len(data) - before
+                data = encode(r)
+                buf.chunks.append(data)
+                buf.size += len(data)
         buf.rows += 1
         buf.last_commit_ts = row.commit_ts
         if row.commit_ts > self._max_commit_ts:
             self._max_commit_ts = row.commit_ts
-        if len(data) >= self.settings.file_size:
+        if buf.size >= self.settings.file_size:
             buf.full = True
-        elif self._buffered >= 2 * self.settings.file_size:
-            self._flush_largest(row.commit_ts)
-
-    def _flush_largest(self, commit_ts: int) -> None:
-        """Keep the task's buffers together under twice ``file-size``: write the largest one now.
-
-        Many tables each below ``file-size`` would otherwise hold up to ``file-size`` each. Under
-        ``transaction-atomicity = "table"`` a buffer of the running transaction is not cut.
-        """
-        table_atomic = self.settings.transaction_atomicity == "table"
-        candidates = [
-            b
-            for b in self._buffers.values()
-            if b.data and not (table_atomic and b.last_commit_ts == commit_ts)
-        ]
-        if candidates:
-            self._flush(max(candidates, key=lambda b: len(b.data)))
 
     def close(self) -> dict[str, Any]:
         """Write every buffer as a file; return the files written."""
@@ -209,15 +192,14 @@ class StorageWriter(PartitionWriter):
         """Drop buffered rows; files already written stay (a retry writes new ones)."""
         self._buffers.clear()
         self._bound.clear()
-        self._buffered = 0
 
     def _flush(self, buf: _Buffer) -> None:
-        if not buf.data:
+        if not buf.chunks:
             buf.full = False
             return
         directory = DataDir(buf.schema, buf.table, buf.version, None, date_str(self.settings.date_separator))
         header = self.encoder.header(buf.info)
-        body = header + buf.data if header else bytes(buf.data)
+        body = header + b"".join(buf.chunks) if header else b"".join(buf.chunks)
         if self._stage_prefix:
             # Numbered and moved into place by the driver's commit, after every earlier segment's files.
             path = f"{self._stage_prefix}/{len(self._staged):06d}.{self.settings.extension}"
@@ -234,8 +216,8 @@ class StorageWriter(PartitionWriter):
             self._files.append(path)
         self._rows += buf.rows
         self._bytes += len(body)
-        self._buffered -= len(buf.data)
-        buf.data = bytearray()
+        buf.chunks = []
+        buf.size = 0
         buf.rows = 0
         buf.full = False
 

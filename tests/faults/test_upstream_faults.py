@@ -77,26 +77,32 @@ def test_upstream_restart_then_long_outage_resumes_from_checkpoint(
 
         # Down for longer than the retry window: the run retries with warnings, then exits with
         # the error; a rerun while the upstream is still down fails at once naming the upstream.
-        before_outage = checkpoint(data_dir, cf)
         stop_process(upstream.proc, grace=30)
         upstream.proc = None
         down_at = time.monotonic()
         wait_for(lambda: "warning: [CDC:ErrUpstreamUnavailable]" in run.output(), 120, "a retry warning")
+        # read once the upstream is gone: an idle batch may still commit while it shuts down
+        before_outage = checkpoint(data_dir, cf)
         rc = run.wait(timeout=RUN_STUCK_SECONDS + 120)
         out = run.output()
         assert rc != 0 and time.monotonic() - down_at >= RUN_STUCK_SECONDS, out[-4000:]
         assert "Error: [CDC:ErrUpstreamUnavailable] errors for" in out, out[-4000:]
         assert "--error-stuck-seconds" in out and "Traceback" not in out, out[-4000:]
+    except BaseException:
+        if upstream.proc is None:
+            upstream.start()  # the module's other tests need it
+        raise
     finally:
         run.stop(signal.SIGTERM)
-    assert checkpoint(data_dir, cf)["checkpoint_ts"] == before_outage["checkpoint_ts"]
-    refused = run_cli([*args], timeout=120)
-    assert refused.returncode != 0
-    err = refused.stderr + refused.stdout
-    assert "[CDC:ErrUpstreamUnavailable]" in err and f"127.0.0.1:{upstream.port}" in err, err[-3000:]
-    assert "Traceback" not in err, err[-3000:]
-
-    upstream.start()
+    try:
+        assert checkpoint(data_dir, cf)["checkpoint_ts"] == before_outage["checkpoint_ts"]
+        refused = run_cli([*args], timeout=120)
+        assert refused.returncode != 0
+        err = refused.stderr + refused.stdout
+        assert "[CDC:ErrUpstreamUnavailable]" in err and f"127.0.0.1:{upstream.port}" in err, err[-3000:]
+        assert "Traceback" not in err, err[-3000:]
+    finally:
+        upstream.start()  # the module's other tests need it, whatever failed above
     mixed_rounds(upstream, schema, 91, 30)
     target = tso(upstream.uri)
     rerun = CliProcess([*args, "--target-ts", str(target)], tmp_path / "run2.log")

@@ -130,26 +130,28 @@ def _chunk_reader(
         write_parquet(state_dir(spec.spool_dir), rel, st.schema, st.table, info.version, keys, payloads)
         st.files.append(rel)
 
-    def read_rows(after: Any, upto: Any) -> tuple[Any, bool]:
-        raw = cs.read_chunk(conn, info, after, upto, spec.chunk_size)
-        if raw:
-            spool_rows(raw, f"{st.range_id}/{spec.epoch}-{st.rows_copied + len(raw):012d}.parquet")
-            after = tuple(raw[-1][i] for i in key_idx)
-            st.rows_copied += len(raw)
-        return after, len(raw) < spec.chunk_size
+    def paged(
+        fetch: Callable[[Any, Any], list[tuple[Any, ...]]],
+        spool: Callable[[list[tuple[Any, ...]], str], None],
+    ) -> Callable[[Any, Any], tuple[Any, bool]]:
+        """A chunk reader: ``fetch`` a chunk after a key, ``spool`` it, move on to its last key."""
 
-    def read_values(after: Any, upto: Any) -> tuple[Any, bool]:
-        rows = cs.read_values(conn, text, after, upto, spec.chunk_size)
-        if rows:
-            spool_values(rows, f"{st.range_id}/{spec.epoch}-{st.rows_copied + len(rows):012d}.parquet")
-            after = tuple(rows[-1][i] for i in key_idx)
-            st.rows_copied += len(rows)
-        return after, len(rows) < spec.chunk_size
+        def read(after: Any, upto: Any) -> tuple[Any, bool]:
+            rows = fetch(after, upto)
+            if rows:
+                spool(rows, f"{st.range_id}/{spec.epoch}-{st.rows_copied + len(rows):012d}.parquet")
+                after = tuple(rows[-1][i] for i in key_idx)
+                st.rows_copied += len(rows)
+            return after, len(rows) < spec.chunk_size
+
+        return read
 
     text = cs.TextRowReader(info, spec.time_zone)
     rec_fields = spec.rendered.get(f"{st.schema}\x00{st.table}")
     if rec_fields is None:
-        return read_values if text.usable else read_rows
+        if text.usable:  # the C reader yields the decoder's values; PyMySQL's rows are converted
+            return paged(lambda a, u: cs.read_values(conn, text, a, u, spec.chunk_size), spool_values)
+        return paged(lambda a, u: cs.read_chunk(conn, info, a, u, spec.chunk_size), spool_rows)
     rec = TableRecordSQL(**rec_fields)
     max_bytes = cs.records_session(conn, spec.rendered_max_bytes)
     limit = spec.chunk_size

@@ -238,6 +238,7 @@ class KafkaConsumerBase(ABC, Generic[StateT]):
                 break
             batch = consumer.consume(num_messages=2000, timeout=poll_interval)
             out: list[Pair] = []
+            read: set[int] = set()
             for m in batch:
                 err = m.error()
                 if err is not None:
@@ -253,8 +254,17 @@ class KafkaConsumerBase(ABC, Generic[StateT]):
                     continue
                 st = state[m.partition()]
                 st.at_end = False
+                read.add(m.partition())
                 self.stats.messages += 1
                 self._message(m, st, out)
+            # librdkafka signals a partition's end only after a fetch that came back empty; under a
+            # steady stream of messages (a changefeed's watermarks) no fetch is empty, so a partition
+            # whose read position reached the end offset of its latest fetch is at its end too
+            for p in self._caught_up(consumer, read):
+                st = state[p]
+                st.at_end = True
+                ended.add(p)
+                self._partition_end(st, out)
             if out:
                 self._apply_rows(out, 0)
             self._after_poll(consumer, state)
@@ -266,6 +276,20 @@ class KafkaConsumerBase(ABC, Generic[StateT]):
                 break
         self._finish(state)
         return self.stats
+
+    def _caught_up(self, consumer: Any, partitions: set[int]) -> list[int]:
+        """Those of ``partitions`` whose position reached the end offset their latest fetch reported
+        (the last stable offset, as the consumer reads committed messages only)."""
+        from confluent_kafka import TopicPartition
+
+        if not partitions:
+            return []
+        done = []
+        for tp in consumer.position([TopicPartition(self.topic, p) for p in sorted(partitions)]):
+            _, high = consumer.get_watermark_offsets(tp, cached=True)
+            if tp.offset >= 0 and high >= 0 and tp.offset >= high:
+                done.append(tp.partition)
+        return done
 
     @abstractmethod
     def _start(self) -> tuple[Any, dict[int, StateT]]:

@@ -195,17 +195,15 @@ class BinlogStreamReader(DataSourceStreamReader):
         """Executor: decode the segment's rows into Arrow batches (or yield the segment itself)."""
         import pickle
 
-        import pyarrow as pa
-
+        from sparkcdc.pipeline.arrow_columns import batch, strings
         from sparkcdc.pipeline.serde import dump_images
 
         assert isinstance(partition, BinlogPartition)
         if self.segments_mode:
-            yield (partition.to_json(),)
+            yield batch({"segment": strings([partition.to_json()])})
             return
         cols: list[list[Any]] = [[], [], [], [], [], [], []]
         a_ts, a_seq, a_op, a_s, a_t, a_v, a_p = cols
-        names = ["commit_ts", "seq", "op", "schema", "table", "table_version", "payload"]
         shape_blobs: dict[int, bytes] = {}
         n = 0
         for ev, info, own in iter_segment(partition):
@@ -225,12 +223,32 @@ class BinlogStreamReader(DataSourceStreamReader):
             a_p.append(dump_images(ev.before, ev.after, shape))
             n += 1
             if n >= ARROW_BATCH_ROWS:
-                yield pa.RecordBatch.from_arrays([pa.array(c) for c in cols], names=names)
+                yield _rows_batch(cols)
                 for c in cols:
                     c.clear()
                 n = 0
         if n:
-            yield pa.RecordBatch.from_arrays([pa.array(c) for c in cols], names=names)
+            yield _rows_batch(cols)
+
+
+def _rows_batch(cols: list[list[Any]]) -> Any:
+    """``SOURCE_SCHEMA``'s record batch of the column lists (commit_ts … payload)."""
+    import pyarrow as pa
+
+    from sparkcdc.pipeline.arrow_columns import batch, binaries, ints, strings
+
+    ts, seq, op, schema, table, version, payload = cols
+    return batch(
+        {
+            "commit_ts": ints(ts, pa.int64()),
+            "seq": ints(seq, pa.int64()),
+            "op": strings(op),
+            "schema": strings(schema),
+            "table": strings(table),
+            "table_version": ints(version, pa.int64()),
+            "payload": binaries(payload),
+        }
+    )
 
 
 class BinlogDataSource(DataSource):

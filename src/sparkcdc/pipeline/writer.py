@@ -64,6 +64,8 @@ def make_router(
     def route_batches(batches: Iterator[Any]) -> Iterator[Any]:
         import pyarrow as pa
 
+        from sparkcdc.pipeline.arrow_columns import ints
+
         infos: dict[Any, TableInfo] = {}
         by_table: dict[tuple[str, str], int] = {}
         per_row = sink.route_depends_on_row
@@ -84,7 +86,7 @@ def make_router(
                         row, info = _row_at(rb.slice(i, 1).to_pydict(), 0, tables, infos)
                         r = by_table[key] = sink.route(row, info)
                     routes.append(r)
-            yield rb.append_column("route", pa.array(routes, pa.int32()))
+            yield rb.append_column("route", ints(routes, pa.int32()))
 
     return route_batches
 
@@ -229,7 +231,7 @@ def make_writer(
     """mapInArrow function writing rows (sorted by commit_ts, seq) and yielding commit messages."""
 
     def write_batches(batches: Iterator[Any]) -> Iterator[Any]:
-        import pyarrow as pa
+        from sparkcdc.pipeline.arrow_columns import batch, strings
 
         out = RouteWriters(sink, tables, changefeed_id, batch_id)
         infos: dict[Any, TableInfo] = {}
@@ -252,7 +254,7 @@ def make_writer(
             out.abort()
             raise
         if msgs:
-            yield pa.RecordBatch.from_arrays([pa.array(msgs, pa.string())], names=["msg"])
+            yield batch({"msg": strings(msgs)})
 
     return write_batches
 
@@ -267,8 +269,7 @@ def make_segment_writer(
     """
 
     def write_segments(batches: Iterator[Any]) -> Iterator[Any]:
-        import pyarrow as pa
-
+        from sparkcdc.pipeline.arrow_columns import batch, strings
         from sparkcdc.pipeline.source import BinlogPartition, iter_segment_batches
 
         msgs: list[str] = []
@@ -290,7 +291,7 @@ def make_segment_writer(
                     out.abort()
                     raise
         if msgs:
-            yield pa.RecordBatch.from_arrays([pa.array(msgs, pa.string())], names=["msg"])
+            yield batch({"msg": strings(msgs)})
 
     return write_segments
 

@@ -37,14 +37,16 @@ def write_parquet(
     """Executor: spool one chunk of rows as a parquet file (``SPOOL_COLUMNS``)."""
     import pyarrow as pa
 
+    from sparkcdc.pipeline.arrow_columns import binaries, ints, strings
+
     n = len(keys)
     t = pa.Table.from_arrays(
         [
-            pa.array([schema] * n, pa.string()),
-            pa.array([table] * n, pa.string()),
-            pa.array([version] * n, pa.int64()),
-            pa.array(keys, pa.string()),
-            pa.array(payloads, pa.binary()),
+            strings([schema] * n),
+            strings([table] * n),
+            ints([version] * n, pa.int64()),
+            strings(keys),
+            binaries(payloads),
         ],
         names=SPOOL_COLUMNS,
     )

@@ -132,12 +132,17 @@ class StorageBackend:
 
     def write(self, rel: str, data: bytes) -> None:
         """Write a whole object atomically (local files: temp file, fsync, rename)."""
+        self.write_parts(rel, [data])
+
+    def write_parts(self, rel: str, parts: list[bytes]) -> None:
+        """Write the concatenation of ``parts`` as one object, atomically, as ``write`` does; a
+        local file is written part by part (an object store takes one body: they are joined)."""
         path = self.full(rel)
         try:
             if self.scheme == "file":
-                _write_local_atomic(path, data)
+                _write_local_atomic(path, parts)
             else:
-                self.fs.pipe_file(path, data)
+                self.fs.pipe_file(path, parts[0] if len(parts) == 1 else b"".join(parts))
         except FileNotFoundError as exc:
             if self.scheme == "file":
                 raise _io_error("write", path, exc, self.role) from exc
@@ -320,13 +325,13 @@ def _azure_options(p: ParsedURI, display: str) -> dict[str, Any]:
     return opts
 
 
-def _write_local_atomic(path: str, data: bytes) -> None:
+def _write_local_atomic(path: str, parts: list[bytes]) -> None:
     directory = os.path.dirname(path)
     os.makedirs(directory, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix="-" + uuid.uuid4().hex[:8], dir=directory)
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            f.writelines(parts)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)

@@ -233,3 +233,23 @@ def test_sink_routes_by_table_and_is_picklable(tmp_path: Path) -> None:
     clone = pickle.loads(pickle.dumps(sink))
     assert clone.settings.backend.root == str(tmp_path)
     assert write_batch(clone, [ins(1, V1 + 1)], table())["rows"] == 1
+
+
+def test_rows_joined_in_runs_keep_order_header_and_byte_count(tmp_path: Path) -> None:
+    """A buffer joins its rows in runs of COALESCE_ROWS; a file is written from those pieces."""
+    from sparkcdc.sink.storage.writer import COALESCE_ROWS
+
+    toml = "[sink]\ndate-separator = 'none'\n[sink.csv]\noutput-field-header = true"
+    sink = make_sink(tmp_path, protocol="csv", toml=toml)
+    n = 2 * COALESCE_ROWS + 17
+    w = sink.open_writer(WriterContext("cf", 0, 0))
+    for i in range(1, n + 1):  # two tables, interleaved, each past two runs
+        w.write(ins(i, V1 + i, f"v{i}"), table())
+        w.write(ins(i, V1 + i, f"u{i}", name="u"), table(name="u"))
+    msg = w.close()
+    assert len(msg["files"]) == 2 and msg["rows"] == 2 * n
+    assert msg["bytes"] == sum((tmp_path / f).stat().st_size for f in msg["files"])
+    for f, prefix in zip(sorted(msg["files"]), ["v", "u"], strict=True):
+        text = (tmp_path / f).read_text().splitlines()
+        assert text[0] == "ticdc-meta$operation,ticdc-meta$table,ticdc-meta$schema,id,v"
+        assert [line.split(",")[-1] for line in text[1:]] == [f'"{prefix}{i}"' for i in range(1, n + 1)]

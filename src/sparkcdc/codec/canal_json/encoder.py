@@ -166,24 +166,20 @@ class ReferenceCanalJsonEncoder(Encoder):
         layout = rows.layout
         columns = native.all
         promotions = layout.promotions
-        types = f'"sqlType":{layout.static_sql_type(False)},"mysqlType":{layout.mysql_type[False]},"old":'
-        base = layout.head
-        extension = self.enable_tidb_extension
+        sql_type = layout.static_sql_type(False)
         updates = not self.only_output_updated_columns
         deletes = not self.delete_only_output_handle_key_columns
-        now_ms = self._now_ms
+        head, tail_of = self._head, self._tail
 
         def encode_rows(rs: list[RowChange]) -> list[bytes]:
             if not rs:
                 return []
             ts = rs[0].commit_ts
-            common = f'","es":{ts >> 18},"ts":{now_ms()},"sql":"",{types}'
-            insert = f'{base}INSERT{common}null,"data":[{{'
-            update = f"{base}UPDATE{common}[{{" if updates else None
-            delete = f'{base}DELETE{common}null,"data":[{{' if deletes else None
-            tail = f'}}],"_tidb":{{"commitTs":{ts}}}}}' if extension else "}]}"
+            insert = head(layout, "INSERT", ts, sql_type, False) + 'null,"data":[{'
+            update = head(layout, "UPDATE", ts, sql_type, False) + "[{" if updates else None
+            delete = head(layout, "DELETE", ts, sql_type, False) + 'null,"data":[{' if deletes else None
             return columns.messages(
-                rs, ts, insert, update, delete, '}],"data":[{', tail, promotions, encode_one
+                rs, ts, insert, update, delete, '}],"data":[{', tail_of(ts, None), promotions, encode_one
             )
 
         return encode_rows
@@ -204,6 +200,19 @@ class ReferenceCanalJsonEncoder(Encoder):
                 f"canal-json {what} needs the TiDB extension; set enable-tidb-extension=true "
                 "in the sink URI or [sink.kafka-config.codec-config]"
             )
+
+    def _head(self, layout: TableLayout, kind: str, ts: int, sql_type: str, only_handle: bool) -> str:
+        """A DML message up to its ``old`` value: ``{"id":0,…,"type":"<kind>",…,"old":``."""
+        return (
+            f'{layout.head}{kind}","es":{ts >> 18},"ts":{self._now_ms()},"sql":"",'
+            f'"sqlType":{sql_type},"mysqlType":{layout.mysql_type[only_handle]},"old":'
+        )
+
+    def _tail(self, ts: int, too_large: str | None) -> str:
+        """A DML message after its ``data`` columns (``too_large``: a large-message form's ``_tidb`` fields)."""
+        if self.enable_tidb_extension:
+            return f'}}],"_tidb":{{"commitTs":{ts}{too_large or ""}}}}}'
+        return "}]}"
 
     def _encode(self, rows: _TableRows, row: RowChange, too_large: str | None) -> bytes:
         """The message: everything but the ``old`` and ``data`` columns here, those by the renderer.
@@ -232,15 +241,8 @@ class ReferenceCanalJsonEncoder(Encoder):
                 f"{'pre' if op == 'D' else 'post'}-image; the capture must emit full row images"
             )
         ts = row.commit_ts
-        head = (
-            f'{layout.head}{kind}","es":{ts >> 18},"ts":{self._now_ms()},"sql":"",'
-            f'"sqlType":{layout.sql_type(image, only_handle)},"mysqlType":{layout.mysql_type[only_handle]},'
-            '"old":'
-        )
-        if self.enable_tidb_extension:
-            tail = f'}}],"_tidb":{{"commitTs":{ts}{too_large or ""}}}}}'
-        else:
-            tail = "}]}"
+        head = self._head(layout, kind, ts, layout.sql_type(image, only_handle), only_handle)
+        tail = self._tail(ts, too_large)
         native = rows.native
         if native is not None:
             columns = native.handle if only_handle else native.all

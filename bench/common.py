@@ -25,7 +25,8 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType, SimpleNamespace
@@ -706,6 +707,24 @@ def read_topic(
         return n, kept
     finally:
         c.close()
+
+
+@contextmanager
+def kafka_broker(protocol: str, canal_query: str = "protocol=canal-json") -> Iterator[tuple[Any, str]]:
+    """A fresh Tansu broker and the sink URI query for ``protocol``: Avro with a local schema
+    registry (precise decimals), stopped on the way out; canal-json with ``canal_query``."""
+    from sparkcdc.registry.local import LocalSchemaRegistry
+    from sparkcdc.services.tansu import LocalTansu
+
+    with LocalTansu() as broker:
+        if protocol != "avro":
+            yield broker, canal_query
+            return
+        registry = LocalSchemaRegistry().start()
+        try:
+            yield broker, f"protocol=avro&schema-registry={registry.url}&avro-decimal-handling-mode=precise"
+        finally:
+            registry.stop()
 
 
 def librdkafka_ceiling(

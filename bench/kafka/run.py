@@ -54,6 +54,7 @@ from common import (
     Mark,
     TreeSampler,
     add_backlog_args,
+    kafka_broker,
     librdkafka_ceiling,
     load_bench,
     loadavg,
@@ -264,50 +265,38 @@ def measure_e2e(
     With ``ceiling``, the cold run's messages are read back and produced again by plain librdkafka
     to a fresh topic of the same broker (``r["ceiling"]``).
     """
-    from sparkcdc.registry.local import LocalSchemaRegistry
-    from sparkcdc.services.tansu import LocalTansu
-
     topic = f"bench-{protocol}"
-    with LocalTansu() as broker:
-        registry = LocalSchemaRegistry().start() if protocol == "avro" else None
+    with kafka_broker(protocol) as (broker, query):
+        spec = {
+            "id": f"bench-{protocol}",
+            "upstream": db.uri,
+            "sink": broker.sink_uri(topic, query),
+            "rules": ["bench.orders"],
+            "start_ts": start.ts,
+            "target_ts": end.ts,
+            "master": args.master,
+            "trigger": args.trigger_interval,
+            "timeout": args.timeout,
+            "partition": args.partition,
+            "warm_sink": broker.sink_uri(topic + "-warm", query),
+        }
+        child = Child.spawn([os.path.abspath(__file__), "--child", json.dumps(spec)])
         try:
-            if registry is not None:
-                query = f"protocol=avro&schema-registry={registry.url}&avro-decimal-handling-mode=precise"
-            else:
-                query = "protocol=canal-json"
-            spec = {
-                "id": f"bench-{protocol}",
-                "upstream": db.uri,
-                "sink": broker.sink_uri(topic, query),
-                "rules": ["bench.orders"],
-                "start_ts": start.ts,
-                "target_ts": end.ts,
-                "master": args.master,
-                "trigger": args.trigger_interval,
-                "timeout": args.timeout,
-                "partition": args.partition,
-                "warm_sink": broker.sink_uri(topic + "-warm", query),
-            }
-            child = Child.spawn([os.path.abspath(__file__), "--child", json.dumps(spec)])
-            try:
-                r = child.next_json(args.timeout + 300)
-                child.proc.wait(timeout=120)
-            finally:
-                child.kill()
-            if r["error"]:
-                raise RuntimeError(f"{protocol} changefeed failed: {r['error']}")
-            r["messages"], kept = read_topic(
-                broker.bootstrap, topic, keep=end.rows - start.rows if ceiling else 0
-            )
-            r["warm_messages"], _ = read_topic(broker.bootstrap, topic + "-warm")
-            if ceiling:
-                r["ceiling"] = librdkafka_ceiling(
-                    broker.sink_uri(topic + "-ceiling", query), kept, topic + "-ceiling"
-                )
-                del kept
+            r = child.next_json(args.timeout + 300)
+            child.proc.wait(timeout=120)
         finally:
-            if registry is not None:
-                registry.stop()
+            child.kill()
+        if r["error"]:
+            raise RuntimeError(f"{protocol} changefeed failed: {r['error']}")
+        r["messages"], kept = read_topic(
+            broker.bootstrap, topic, keep=end.rows - start.rows if ceiling else 0
+        )
+        r["warm_messages"], _ = read_topic(broker.bootstrap, topic + "-warm")
+        if ceiling:
+            r["ceiling"] = librdkafka_ceiling(
+                broker.sink_uri(topic + "-ceiling", query), kept, topic + "-ceiling"
+            )
+            del kept
     r["seconds"] = r["t_done"] - r["t_spark"]
     r["query_seconds"] = r["t_done"] - r["t_query"]
     r["spark_start_s"] = r["t_query"] - r["t_spark"]

@@ -175,30 +175,18 @@ def bench_kafka(
     db: Any, work: Path, args: argparse.Namespace, protocol: str, rows: int
 ) -> tuple[float, dict[str, Any], dict[str, Any]]:
     """The snapshot to a fresh Tansu broker (Avro: with a local schema registry); and the broker ceiling."""
-    from common import librdkafka_ceiling, read_topic
-
-    from sparkcdc.registry.local import LocalSchemaRegistry
-    from sparkcdc.services.tansu import LocalTansu
+    from common import kafka_broker, librdkafka_ceiling, read_topic
 
     topic = f"bench-snapshot-{protocol}"
-    with LocalTansu() as broker:
-        registry = LocalSchemaRegistry().start() if protocol == "avro" else None
-        try:
-            if registry is not None:
-                query = f"protocol=avro&schema-registry={registry.url}&avro-decimal-handling-mode=precise"
-            else:
-                query = "protocol=canal-json&enable-tidb-extension=true"
-            uri = broker.sink_uri(topic, query)
-            seconds, report = bench_snapshot(db, work, args.chunk_size, args.master, sink_uri=uri)
-            keep = min(rows, CEILING_MESSAGES)
-            count, kept = read_topic(broker.bootstrap, topic, keep=keep)
-            if count < rows:
-                raise RuntimeError(f"{protocol}: {count} messages in {topic}, expected at least {rows}")
-            ceiling = librdkafka_ceiling(broker.sink_uri(topic + "-ceiling", query), kept, topic + "-ceiling")
-            del kept
-        finally:
-            if registry is not None:
-                registry.stop()
+    with kafka_broker(protocol, "protocol=canal-json&enable-tidb-extension=true") as (broker, query):
+        uri = broker.sink_uri(topic, query)
+        seconds, report = bench_snapshot(db, work, args.chunk_size, args.master, sink_uri=uri)
+        keep = min(rows, CEILING_MESSAGES)
+        count, kept = read_topic(broker.bootstrap, topic, keep=keep)
+        if count < rows:
+            raise RuntimeError(f"{protocol}: {count} messages in {topic}, expected at least {rows}")
+        ceiling = librdkafka_ceiling(broker.sink_uri(topic + "-ceiling", query), kept, topic + "-ceiling")
+        del kept
     return seconds, report, {"messages": count, **ceiling}
 
 

@@ -49,6 +49,8 @@ DEFAULT_MAX_MESSAGE_BYTES = 10 * 1024 * 1024
 DEFAULT_PARTITION_NUM = 3
 LIBRDKAFKA_MAX_MESSAGE_BYTES = 1_000_000_000
 """The largest ``message.max.bytes`` librdkafka accepts."""
+PRODUCER_QUEUE_MESSAGES = 20_000
+"""Messages a producer holds unacknowledged before ``produce`` waits for the broker (backpressure)."""
 MESSAGE_HEADROOM = 4096
 """Room above max-message-bytes in the producer's ``message.max.bytes`` (key and record overhead)."""
 MAX_MAX_MESSAGE_BYTES = LIBRDKAFKA_MAX_MESSAGE_BYTES - MESSAGE_HEADROOM
@@ -410,6 +412,9 @@ class KafkaOptions:
         conf["message.timeout.ms"] = int(self.message_timeout * 1000)
         conf["request.timeout.ms"] = int(self.write_timeout * 1000)
         conf["linger.ms"] = 5
+        # librdkafka queues up to 100,000 messages by default; a writer produces faster than the
+        # broker acknowledges, so the queue would hold a whole segment's messages in the worker
+        conf["queue.buffering.max.messages"] = PRODUCER_QUEUE_MESSAGES
         if self.required_acks == -1 and self.max_retry > 0:
             # idempotence keeps each partition's order across retries and reconnects
             conf["enable.idempotence"] = True

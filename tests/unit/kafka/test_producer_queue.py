@@ -7,23 +7,12 @@ Against a real broker: the queue never holds more, and every message is acknowle
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pytest
-
 from sparkcdc.config.replica import ReplicaConfig
 from sparkcdc.services.tansu import LocalTansu
 from sparkcdc.sink import create_sink
 from sparkcdc.sink.kafka import KafkaSink
 from sparkcdc.sink.kafka.config import PRODUCER_QUEUE_MESSAGES
-from sparkcdc.sink.kafka.producer import DeliveryTracker, close_all_producers, get_producer
-
-
-@pytest.fixture(scope="module")
-def tansu() -> Iterator[LocalTansu]:
-    with LocalTansu() as broker:
-        yield broker
-    close_all_producers(5)
+from sparkcdc.sink.kafka.producer import DeliveryTracker, get_producer
 
 
 def test_a_full_queue_waits_for_the_broker_and_loses_nothing(tansu: LocalTansu) -> None:

@@ -10,9 +10,6 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Iterator
-
-import pytest
 
 from sparkcdc.codec.canal_json import ReferenceCanalJsonEncoder
 from sparkcdc.config.replica import ReplicaConfig
@@ -21,7 +18,6 @@ from sparkcdc.services.tansu import LocalTansu
 from sparkcdc.sink import create_sink
 from sparkcdc.sink.base import WriterContext
 from sparkcdc.sink.kafka import KafkaSink
-from sparkcdc.sink.kafka.producer import close_all_producers
 from sparkcdc.sink.kafka.writer import MAX_TXN_ROWS, KafkaPartitionWriter
 
 T = TableInfo(
@@ -33,13 +29,6 @@ T = TableInfo(
 )
 _TS = re.compile(rb',"ts":\d+,')
 BOUND = 100
-
-
-@pytest.fixture(scope="module")
-def tansu() -> Iterator[LocalTansu]:
-    with LocalTansu() as broker:
-        yield broker
-    close_all_producers(5)
 
 
 def big_transaction(n: int) -> list[RowChange]:

@@ -232,6 +232,13 @@ class KafkaConsumerBase(ABC, Generic[StateT]):
             )
         deadline = None if timeout is None else time.monotonic() + timeout
         ended: set[int] = set()
+
+        def reached_end(partition: int, out: list[Pair]) -> None:
+            st = state[partition]
+            st.at_end = True
+            ended.add(partition)
+            self._partition_end(st, out)
+
         while not stop.is_set():
             if deadline is not None and time.monotonic() > deadline:
                 self._stop_at_timeout()
@@ -243,10 +250,7 @@ class KafkaConsumerBase(ABC, Generic[StateT]):
                 err = m.error()
                 if err is not None:
                     if err.code() == KafkaError._PARTITION_EOF:
-                        st = state[m.partition()]
-                        st.at_end = True
-                        ended.add(m.partition())
-                        self._partition_end(st, out)
+                        reached_end(m.partition(), out)
                         continue
                     if err.fatal() or not err.retriable():
                         raise SinkUnavailable(f"Kafka consumer error on {self.topic}: {err.str()}")
@@ -261,10 +265,7 @@ class KafkaConsumerBase(ABC, Generic[StateT]):
             # steady stream of messages (a changefeed's watermarks) no fetch is empty, so a partition
             # whose read position reached the end offset of its latest fetch is at its end too
             for p in self._caught_up(consumer, read):
-                st = state[p]
-                st.at_end = True
-                ended.add(p)
-                self._partition_end(st, out)
+                reached_end(p, out)
             if out:
                 self._apply_rows(out, 0)
             self._after_poll(consumer, state)

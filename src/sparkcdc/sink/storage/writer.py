@@ -38,10 +38,10 @@ from sparkcdc.sink.storage.schema_file import TableDefinition
 log = logging.getLogger(__name__)
 
 STAGING_DIR = ".sparkcdc-staging"
+"""Files of parallel segments wait here for their number; hidden, like every dot path of the layout."""
 COALESCE_ROWS = 4096
 """Encoded rows a buffer keeps as separate objects before joining them (each small bytes object
 costs ~40 bytes beyond its data: about a third of a short CSV record)."""
-"""Files of parallel segments wait here for their number; hidden, like every dot path of the layout."""
 
 
 def staging_dir(changefeed_id: str, batch_id: int) -> str:
@@ -210,7 +210,7 @@ class StorageWriter(PartitionWriter):
         header = self.encoder.header(buf.info)
         # the file's pieces as they are: a local file is written piece by piece, so a full
         # buffer is never copied into one more object of its size
-        body = [header, *buf.parts, b"".join(buf.chunks)] if header else [*buf.parts, b"".join(buf.chunks)]
+        body = [header, *buf.parts, b"".join(buf.chunks)]
         buf.parts = []
         buf.chunks = []
         if self._stage_prefix:

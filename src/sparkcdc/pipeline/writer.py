@@ -14,6 +14,7 @@ import fsspec
 
 from sparkcdc.model import RowChange, TableInfo
 from sparkcdc.pipeline.plan import ddls_of, offset_of
+from sparkcdc.pipeline.spark import map_in_arrow
 from sparkcdc.sink.base import PartitionWriter, Sink, WriterContext, table_route
 
 log = logging.getLogger(__name__)
@@ -383,8 +384,8 @@ class BatchWriter:
     def _write_segments(self, df: Any, batch_id: int, checkpoint_ts: int) -> BatchResult:
         """Each segment row: one task decodes the segment and writes it (no shuffle)."""
         tables = self._tables_at(checkpoint_ts)
-        out = df.mapInArrow(
-            make_segment_writer(self.sink, tables, self.changefeed_id, batch_id), "msg string"
+        out = map_in_arrow(
+            df, make_segment_writer(self.sink, tables, self.changefeed_id, batch_id), "msg string"
         )
         return self._commit_messages(out, batch_id, checkpoint_ts)
 
@@ -406,7 +407,7 @@ class BatchWriter:
                 from pyspark.sql.types import IntegerType, StructField, StructType
 
                 schema = StructType([*df.schema.fields, StructField("route", IntegerType(), False)])
-                routed = df.mapInArrow(make_router(sink, tables), schema)
+                routed = map_in_arrow(df, make_router(sink, tables), schema)
             else:
                 routed = df.withColumn(
                     "route",
@@ -417,5 +418,5 @@ class BatchWriter:
             # Several route groups may share a Spark task: the writer function keeps one writer per group.
             tasks = min(n, max(1, int(df.sparkSession.sparkContext.defaultParallelism)))
             shaped = routed.repartition(tasks, "route").sortWithinPartitions("commit_ts", "seq")
-        out = shaped.mapInArrow(make_writer(sink, tables, self.changefeed_id, batch_id), "msg string")
+        out = map_in_arrow(shaped, make_writer(sink, tables, self.changefeed_id, batch_id), "msg string")
         return self._commit_messages(out, batch_id, checkpoint_ts)

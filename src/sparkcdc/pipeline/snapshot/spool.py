@@ -22,6 +22,7 @@ from sparkcdc.pipeline.snapshot.plan import (
     SnapshotTaskSpec,
     balanced,
 )
+from sparkcdc.pipeline.spark import map_in_arrow
 from sparkcdc.pipeline.state import StateDir, state_dir
 
 SPOOL_COLUMNS = ["schema", "table", "table_version", "key", "payload"]
@@ -161,4 +162,4 @@ def spool_frame(job: SnapshotJob, files: list[str]) -> Any:
 
     names = spark.createDataFrame([(f,) for g in groups for f in g], "file string")
     # One partition per group of files of similar size.
-    return names.repartition(len(groups)).mapInArrow(read, SPOOL_SCHEMA)
+    return map_in_arrow(names.repartition(len(groups)), read, SPOOL_SCHEMA)

@@ -132,25 +132,13 @@ class StorageBackend:
 
     def write(self, rel: str, data: bytes) -> None:
         """Write a whole object atomically (local files: temp file, fsync, rename)."""
-        self.write_parts(rel, [data])
+        f = self.open_atomic(rel)
+        f.write(data)
+        f.commit()
 
-    def write_parts(self, rel: str, parts: list[bytes]) -> None:
-        """Write the concatenation of ``parts`` as one object, atomically, as ``write`` does; a
-        local file is written part by part (an object store takes one body: they are joined)."""
-        path = self.full(rel)
-        try:
-            if self.scheme == "file":
-                _write_local_atomic(path, parts)
-            else:
-                self.fs.pipe_file(path, parts[0] if len(parts) == 1 else b"".join(parts))
-        except FileNotFoundError as exc:
-            if self.scheme == "file":
-                raise _io_error("write", path, exc, self.role) from exc
-            # An object store has no directories: all a write can miss is the bucket, and it does not
-            # come back by itself (retrying would loop on a deleted bucket).
-            raise _missing_bucket(self.root.split("/", 1)[0], path, exc, self.role) from exc
-        except OSError as exc:
-            raise _io_error("write", path, exc, self.role) from exc
+    def open_atomic(self, rel: str) -> AtomicFile:
+        """An object written piece by piece that appears whole at ``commit``, or not at all."""
+        return AtomicFile(self, rel)
 
     def move(self, src: str, dst: str) -> None:
         """Move an object (local files: a rename; object stores: copy, then delete)."""
@@ -325,22 +313,83 @@ def _azure_options(p: ParsedURI, display: str) -> dict[str, Any]:
     return opts
 
 
-def _write_local_atomic(path: str, parts: list[bytes]) -> None:
-    directory = os.path.dirname(path)
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix="-" + uuid.uuid4().hex[:8], dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.writelines(parts)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
+STREAM_BLOCK_BYTES = 8 * 1024 * 1024
+"""Bytes an object store's file holds before it sends them as one part of a multipart upload (S3
+takes parts of 5 MiB and more); a smaller object is sent in one request when it is committed."""
+
+
+class AtomicFile:
+    """One object of a ``StorageBackend`` written piece by piece: whole at ``commit``, or not at all.
+
+    A local file is written under a hidden temporary name in its directory, then synced and renamed;
+    an object store's file is a multipart upload (or one request for a small object), completed at
+    ``commit`` and aborted by ``discard``. So what is written never waits whole in memory.
+    """
+
+    def __init__(self, backend: StorageBackend, rel: str) -> None:
+        self.backend = backend
+        self.path = backend.full(rel)
+        self._tmp = ""
+        self._f: Any = None
         try:
-            os.unlink(tmp)
-        except OSError:
-            pass  # the temp file is already gone; the original error is what matters
-        raise
+            if backend.scheme == "file":
+                directory = os.path.dirname(self.path)
+                os.makedirs(directory, exist_ok=True)
+                fd, self._tmp = tempfile.mkstemp(
+                    prefix=".tmp-", suffix="-" + uuid.uuid4().hex[:8], dir=directory
+                )
+                self._f = os.fdopen(fd, "wb")
+            else:
+                self._f = backend.fs.open(self.path, "wb", block_size=STREAM_BLOCK_BYTES)
+        except OSError as exc:
+            raise self._error(exc) from exc
+
+    def write(self, data: bytes) -> None:
+        """Append ``data``."""
+        try:
+            self._f.write(data)
+        except OSError as exc:
+            self.discard()
+            raise self._error(exc) from exc
+
+    def commit(self) -> None:
+        """Make the object appear, whole (local files: fsync, then rename over any older one)."""
+        try:
+            if self.backend.scheme == "file":
+                self._f.flush()
+                os.fsync(self._f.fileno())
+                self._f.close()
+                os.replace(self._tmp, self.path)
+            else:
+                self._f.close()
+        except OSError as exc:
+            self.discard()
+            raise self._error(exc) from exc
+        self._f = None
+
+    def discard(self) -> None:
+        """Drop what was written (nothing appears); never raises."""
+        if self._f is None:
+            return
+        f, self._f = self._f, None
+        try:
+            if self.backend.scheme == "file":
+                f.close()
+                if self._tmp:
+                    os.unlink(self._tmp)
+            else:
+                f.discard()  # aborts a multipart upload, even after a failed close
+                f.closed = True  # nothing to send when the file object is collected
+        except Exception:  # the temp file or upload is already gone; the caller's error is what matters
+            pass
+
+    def _error(self, exc: OSError) -> SparkCdcError:
+        b = self.backend
+        if isinstance(exc, FileNotFoundError) and b.scheme != "file":
+            # An object store has no directories: all a write can miss is the bucket, and it does not
+            # come back by itself (retrying would loop on a deleted bucket).
+            return _missing_bucket(b.root.split("/", 1)[0], self.path, exc, b.role)
+        return _io_error("write", self.path, exc, b.role)
 
 
 def _missing_bucket(bucket: str, path: str, exc: OSError, role: str) -> SparkCdcError:

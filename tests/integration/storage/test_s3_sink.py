@@ -96,3 +96,58 @@ def test_s3_missing_bucket_and_unreachable_endpoint_are_reported(s3: LocalS3) ->
     dead = f"s3://b/x?protocol=csv&endpoint=http://127.0.0.1:{free_port()}&access-key=a&secret-access-key=b"
     with pytest.raises(SinkUnavailable, match="cannot reach the storage"):
         create_sink(dead, ReplicaConfig(), "cf").check()
+
+
+def _uploads(s3: LocalS3, bucket: str) -> list[str]:
+    """Keys of the multipart uploads in progress in a bucket."""
+    import boto3
+
+    from sparkcdc.services.s3 import ACCESS_KEY, REGION, SECRET_KEY
+
+    client = boto3.client(
+        "s3",
+        endpoint_url=s3.endpoint,
+        aws_access_key_id=ACCESS_KEY,
+        aws_secret_access_key=SECRET_KEY,
+        region_name=REGION,
+    )
+    return [u["Key"] for u in client.list_multipart_uploads(Bucket=bucket).get("Uploads", [])]
+
+
+def test_a_large_file_streams_as_a_multipart_upload_and_an_abort_leaves_nothing(
+    s3: LocalS3, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past the writer's buffer, rows go out in parts of 5 MiB; the object appears only when complete."""
+    from sparkcdc.sink import objectstore
+    from sparkcdc.sink.storage import writer as writer_module
+
+    monkeypatch.setattr(writer_module, "STREAM_BYTES", 64 * 1024)
+    monkeypatch.setattr(objectstore, "STREAM_BLOCK_BYTES", 5 * 1024 * 1024)
+    s3.create_bucket("cdc-stream")
+    cfg = ReplicaConfig.from_toml("[sink]\ndate-separator = 'none'")
+    sink = create_sink(s3.sink_uri("cdc-stream/p", protocol="csv"), cfg, "cf")
+    info = table()
+    note = "n" * 60
+    n = 150_000  # about 12 MB of CSV: two parts sent before the writer closes
+    fs = s3.filesystem()
+
+    w = sink.open_writer(WriterContext("cf", 0, 0))
+    for i in range(n):
+        w.write(RowChange("I", "shop", "orders", V1, V1 + 1 + i, None, (i, note)), info)
+    assert _uploads(s3, "cdc-stream") == [f"p/shop/orders/{V1}/CDC00000000000000000001.csv"]
+    assert not fs.exists(f"cdc-stream/p/shop/orders/{V1}/CDC00000000000000000001.csv")
+    msg = w.close()
+    assert msg["files"] == [f"shop/orders/{V1}/CDC00000000000000000001.csv"] and msg["rows"] == n
+    assert _uploads(s3, "cdc-stream") == []
+    body = fs.cat_file(f"cdc-stream/p/{msg['files'][0]}")
+    assert len(body) == msg["bytes"] > 10 * 1024 * 1024
+    ids = [int(line.split(b",")[3]) for line in body.splitlines()]
+    assert ids == list(range(n))
+
+    w = sink.open_writer(WriterContext("cf", 1, 0))
+    for i in range(n):
+        w.write(RowChange("I", "shop", "orders", V1, V1 + n + 1 + i, None, (i, note)), info)
+    assert len(_uploads(s3, "cdc-stream")) == 1
+    w.abort()
+    assert _uploads(s3, "cdc-stream") == []
+    assert not fs.exists(f"cdc-stream/p/shop/orders/{V1}/CDC00000000000000000002.csv")

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from sparkcdc.sink.base import WriterContext
 from sparkcdc.sink.storage import StorageSink
 from sparkcdc.sink.storage.writer import STAGING_DIR
@@ -62,3 +64,18 @@ def test_a_failed_attempt_leaves_nothing_published(tmp_path: Path) -> None:
     sink.commit(7, [retry, other], V1 + 2)
     assert _ids(tmp_path) == [[1], [2]]
     assert not (tmp_path / STAGING_DIR / "cf" / "b7").exists()
+
+
+def test_staged_files_stream_and_are_published_in_segment_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sparkcdc.sink.storage import writer as writer_module
+
+    monkeypatch.setattr(writer_module, "COALESCE_ROWS", 8)
+    monkeypatch.setattr(writer_module, "STREAM_BYTES", 100)
+    sink = make_sink(tmp_path, toml=NO_DATE)
+    late = _segment(sink, 1, 2, [ins(i, V1 + 1000 + i) for i in range(1000, 1100)])
+    early = _segment(sink, 0, 2, [ins(i, V1 + 10 + i) for i in range(100, 200)])
+    sink.commit(1, [early, late], V1 + 3000)
+    assert [i for f in _ids(tmp_path) for i in f] == [*range(100, 200), *range(1000, 1100)]
+    assert not list(tmp_path.rglob(".tmp-*"))

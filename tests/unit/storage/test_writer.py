@@ -253,3 +253,73 @@ def test_rows_joined_in_runs_keep_order_header_and_byte_count(tmp_path: Path) ->
         text = (tmp_path / f).read_text().splitlines()
         assert text[0] == "ticdc-meta$operation,ticdc-meta$table,ticdc-meta$schema,id,v"
         assert [line.split(",")[-1] for line in text[1:]] == [f'"{prefix}{i}"' for i in range(1, n + 1)]
+
+
+def _hidden(root: Path) -> list[Path]:
+    return [p for p in root.rglob(".tmp-*") if p.is_file()]
+
+
+def test_a_full_buffer_streams_into_its_file_which_appears_whole_at_close(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past STREAM_BYTES a table's rows go into its file as they come; the file is hidden until whole."""
+    from sparkcdc.sink.storage import writer as writer_module
+
+    monkeypatch.setattr(writer_module, "COALESCE_ROWS", 8)
+    monkeypatch.setattr(writer_module, "STREAM_BYTES", 200)
+    toml = "[sink]\ndate-separator = 'none'\n[sink.csv]\noutput-field-header = true"
+    sink = make_sink(tmp_path, protocol="csv", toml=toml)
+    w = sink.open_writer(WriterContext("cf", 0, 0))
+    n = 2000
+    for i in range(1, n + 1):
+        w.write(ins(i, V1 + i, f"v{i}"), table())
+        w.write(ins(i, V1 + i, f"u{i}", name="u"), table(name="u"))
+    # both files were started and hold most rows (past a file object's 8 KiB buffer) under hidden
+    # names; no data file is visible yet
+    streaming = _hidden(tmp_path)
+    assert len(streaming) == 2 and all(p.stat().st_size > 40_000 for p in streaming)
+    assert data_files(tmp_path) == []
+    msg = w.close()
+    assert _hidden(tmp_path) == [] and len(msg["files"]) == 2 and msg["rows"] == 2 * n
+    assert msg["bytes"] == sum((tmp_path / f).stat().st_size for f in msg["files"])
+    for f, prefix in zip(sorted(msg["files"]), ["v", "u"], strict=True):
+        text = (tmp_path / f).read_text().splitlines()
+        assert text[0] == "ticdc-meta$operation,ticdc-meta$table,ticdc-meta$schema,id,v"
+        assert [line.split(",")[-1] for line in text[1:]] == [f'"{prefix}{i}"' for i in range(1, n + 1)]
+
+
+def test_streamed_files_still_roll_at_file_size_between_transactions(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sparkcdc.sink.storage import writer as writer_module
+
+    monkeypatch.setattr(writer_module, "COALESCE_ROWS", 64)
+    monkeypatch.setattr(writer_module, "STREAM_BYTES", 4096)
+    sink = make_sink(tmp_path, "&file-size=1048576", protocol="csv", toml="[sink]\ndate-separator = 'none'")
+    big = "x" * 1000
+    n = 2500  # about 2.5 MB: three files of at most 1 MiB and one row
+    msg = write_batch(sink, [ins(i, V1 + i, big) for i in range(1, n + 1)], table())
+    sizes = [(tmp_path / f).stat().st_size for f in msg["files"]]
+    assert len(sizes) == 3 and all(s <= 1048576 + 1100 for s in sizes), sizes
+    ids = [int(line.split(",")[-2]) for f in msg["files"] for line in (tmp_path / f).read_text().splitlines()]
+    assert ids == list(range(1, n + 1))
+
+
+def test_an_aborted_writer_leaves_no_partial_file_and_the_next_reuses_the_number(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sparkcdc.sink.storage import writer as writer_module
+
+    monkeypatch.setattr(writer_module, "COALESCE_ROWS", 8)
+    monkeypatch.setattr(writer_module, "STREAM_BYTES", 100)
+    sink = make_sink(tmp_path, toml="[sink]\ndate-separator = 'none'")
+    w = sink.open_writer(WriterContext("cf", 0, 0))
+    for i in range(1, 50):
+        w.write(ins(i, V1 + i), table())
+    assert len(_hidden(tmp_path)) == 1
+    w.abort()
+    assert _hidden(tmp_path) == [] and data_files(tmp_path) == []
+    # the index named the file before it was written: the retry writes that number
+    msg = write_batch(sink, [ins(i, V1 + i) for i in range(1, 50)], table())
+    assert msg["files"] == [f"db/t/{V1}/CDC00000000000000000001.json"]
+    assert [r["data"][0]["id"] for r in lines(tmp_path / msg["files"][0])] == [str(i) for i in range(1, 50)]

@@ -22,7 +22,7 @@ from typing import Any
 from sparkcdc.errors import SchemaError
 from sparkcdc.model import RowChange, TableInfo
 from sparkcdc.sink.base import PartitionWriter, WriterContext
-from sparkcdc.sink.objectstore import StorageBackend
+from sparkcdc.sink.objectstore import AtomicFile, StorageBackend
 from sparkcdc.sink.storage.config import StorageSettings
 from sparkcdc.sink.storage.encoding import RowEncoder, split_update
 from sparkcdc.sink.storage.layout import (
@@ -42,6 +42,9 @@ STAGING_DIR = ".sparkcdc-staging"
 COALESCE_ROWS = 4096
 """Encoded rows a buffer keeps as separate objects before joining them (each small bytes object
 costs ~40 bytes beyond its data: about a third of a short CSV record)."""
+STREAM_BYTES = 8 * 1024 * 1024
+"""Encoded bytes a table's buffer holds before its file is started and the rows stream into it: a
+writer holds at most about this much per table, whatever ``file-size`` is (64 MiB by default)."""
 
 
 def staging_dir(changefeed_id: str, batch_id: int) -> str:
@@ -107,6 +110,14 @@ class _Buffer:
     """Encoded rows not yet joined into ``parts``."""
     parts: list[bytes] = field(default_factory=list)
     """Joined runs of ``COALESCE_ROWS`` rows: one object each instead of thousands of small ones."""
+    held: int = 0
+    """Bytes in ``parts``, not yet in ``file``."""
+    file: AtomicFile | None = None
+    """The data file being written, once more than ``STREAM_BYTES`` were held (else at flush)."""
+    path: str = ""
+    """Where ``file`` goes (a staged or a final path)."""
+    date: str = ""
+    """The date directory of a staged ``file``."""
     size: int = 0
     rows: int = 0
     last_commit_ts: int = 0
@@ -127,6 +138,7 @@ class StorageWriter(PartitionWriter):
         self._next_index: dict[str, int] = {}
         self._files: list[str] = []
         self._staged: list[list[Any]] = []
+        self._stage_seq = 0
         self._stage_prefix = (
             f"{staging_dir(ctx.changefeed_id, ctx.batch_id)}/s{ctx.segment:06d}-{uuid.uuid4().hex[:12]}"
             if ctx.segments > 1
@@ -173,8 +185,15 @@ class StorageWriter(PartitionWriter):
                 buf.chunks.append(data)
                 buf.size += len(data)
         if len(buf.chunks) >= COALESCE_ROWS:
-            buf.parts.append(b"".join(buf.chunks))
+            part = b"".join(buf.chunks)
             buf.chunks.clear()
+            if buf.file is not None:
+                buf.file.write(part)
+            else:
+                buf.parts.append(part)
+                buf.held += len(part)
+                if buf.held >= STREAM_BYTES:
+                    self._start_file(buf)
         buf.rows += 1
         buf.last_commit_ts = row.commit_ts
         if row.commit_ts > self._max_commit_ts:
@@ -198,37 +217,57 @@ class StorageWriter(PartitionWriter):
         }
 
     def abort(self) -> None:
-        """Drop buffered rows; files already written stay (a retry writes new ones)."""
+        """Drop buffered rows and files being written; files already written stay (a retry writes new ones)."""
+        for buf in self._buffers.values():
+            if buf.file is not None:
+                buf.file.discard()
         self._buffers.clear()
         self._bound.clear()
 
-    def _flush(self, buf: _Buffer) -> None:
-        if not buf.chunks and not buf.parts:
-            buf.full = False
-            return
+    def _start_file(self, buf: _Buffer) -> None:
+        """Open the buffer's next data file and write its header and held rows into it."""
         directory = DataDir(buf.schema, buf.table, buf.version, None, date_str(self.settings.date_separator))
-        header = self.encoder.header(buf.info)
-        # the file's pieces as they are: a local file is written piece by piece, so a full
-        # buffer is never copied into one more object of its size
-        body = [header, *buf.parts, b"".join(buf.chunks)]
-        buf.parts = []
-        buf.chunks = []
         if self._stage_prefix:
             # Numbered and moved into place by the driver's commit, after every earlier segment's files.
-            path = f"{self._stage_prefix}/{len(self._staged):06d}.{self.settings.extension}"
-            self.backend.write_parts(path, body)
-            self._staged.append([buf.schema, buf.table, buf.version, directory.date, path])
+            self._stage_seq += 1
+            buf.path = f"{self._stage_prefix}/{self._stage_seq:06d}.{self.settings.extension}"
+            buf.date = directory.date
         else:
             index = self._allocate_index(directory)
             name = data_file_name(index, self.settings.extension, self.settings.file_index_width)
             # The index goes first: a crash between the two leaves an index naming a missing
             # file, which the next writer reuses instead of skipping a number.
             self.backend.write(directory.index_path, (name + "\n").encode())
-            path = f"{directory.path}/{name}"
-            self.backend.write_parts(path, body)
-            self._files.append(path)
+            buf.path = f"{directory.path}/{name}"
+        f = buf.file = self.backend.open_atomic(buf.path)
+        header = self.encoder.header(buf.info)
+        if header:
+            f.write(header)
+            buf.size += len(header)
+        for part in buf.parts:
+            f.write(part)
+        buf.parts = []
+        buf.held = 0
+
+    def _flush(self, buf: _Buffer) -> None:
+        if not buf.chunks and buf.file is None and not buf.parts:
+            buf.full = False
+            return
+        if buf.file is None:
+            self._start_file(buf)
+        f = buf.file
+        assert f is not None
+        if buf.chunks:
+            f.write(b"".join(buf.chunks))
+            buf.chunks = []
+        f.commit()
+        buf.file = None
+        if self._stage_prefix:
+            self._staged.append([buf.schema, buf.table, buf.version, buf.date, buf.path])
+        else:
+            self._files.append(buf.path)
         self._rows += buf.rows
-        self._bytes += sum(map(len, body))
+        self._bytes += buf.size
         buf.size = 0
         buf.rows = 0
         buf.full = False

@@ -376,6 +376,7 @@ def sparkcdc_run(
     master: str = "local[2]",
     trigger: str | None = None,
     config_toml: str | None = None,
+    env: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """``sparkcdc run --start-ts … --target-ts …`` as a user runs it; wall time, phases, memory.
 
@@ -396,7 +397,7 @@ def sparkcdc_run(
         os.makedirs(data_dir, exist_ok=True)
         Path(path).write_text(config_toml)
         cmd += ["--config", path]
-    w = run_watched(cmd)
+    w = run_watched(cmd, env)
     if w.rc != 0:
         raise RuntimeError(f"sparkcdc run exited with {w.rc}: {w.stderr[-3000:]}")
     phases = {k: v for k, v in startup._phases(w.stderr, w.t0).items() if v < w.wall}
@@ -480,6 +481,34 @@ def add_backlog_args(ap: argparse.ArgumentParser) -> None:
         help="whole-process runs of N and N x factor; the fastest counts",
     )
     ap.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
+    ap.add_argument(
+        "--also-src",
+        help="also run the --memory-rows backlog with another checkout's src first on PYTHONPATH, "
+        "right after the run of this tree (a change compared under the same load)",
+    )
+    ap.add_argument(
+        "--variant-env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="also run the --memory-rows backlog with this variable set (repeatable: one run each)",
+    )
+
+
+def memory_variants(args: argparse.Namespace) -> list[tuple[str, dict[str, str] | None]]:
+    """(label, environment) of the ``--memory-rows`` runs: this tree, then ``--also-src`` and each
+    ``--variant-env``, to be run one after the other."""
+    out: list[tuple[str, dict[str, str] | None]] = [("", None)]
+    if args.also_src:
+        env = pyspark_env()
+        env["PYTHONPATH"] = os.pathsep.join(
+            p for p in [os.path.abspath(args.also_src), env.get("PYTHONPATH")] if p
+        )
+        out.append(("--also-src", env))
+    for item in args.variant_env:
+        name, _, value = item.partition("=")
+        out.append((item, pyspark_env(**{name: value})))
+    return out
 
 
 def write_backlogs(

@@ -9,6 +9,7 @@ the upstream. Needs root (``mount -t tmpfs``).
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
@@ -112,3 +113,22 @@ def test_disk_full_fails_clearly_publishes_no_partial_file_and_rerun_completes(
     replay_once(sink_uri, replica.port, "progress_fault_disk", config)
     assert_rows_equal(upstream, replica, SCHEMA)
     print(f"disk full: {final[0][:200]}; {time.monotonic() - t0:.0f}s")
+
+
+@pytest.mark.parametrize("size", [100, 64 * 1024])
+def test_a_file_the_full_disk_refuses_leaves_no_temporary_file(small_disk: Path, size: int) -> None:
+    """Whether the disk refuses a write (past the file object's buffer) or only the flush at commit."""
+    from sparkcdc.errors import SinkError
+    from sparkcdc.sink.objectstore import StorageBackend
+
+    with contextlib.suppress(OSError):  # as much as fits
+        (small_disk / "filler").write_bytes(b"\0" * (2 * 1024 * 1024))
+    with pytest.raises(OSError):
+        (small_disk / "more").write_bytes(b"\0" * 4096)
+    (small_disk / "more").unlink()
+    backend = StorageBackend("file", str(small_disk))
+    with pytest.raises(SinkError, match="No space left on device"):
+        f = backend.open_atomic("t/CDC000001.csv")
+        f.write(b"x" * size)
+        f.commit()
+    assert sorted(p.name for p in small_disk.rglob("*") if p.is_file()) == ["filler"]

@@ -374,9 +374,11 @@ class AtomicFile:
         f, self._f = self._f, None
         try:
             if self.backend.scheme == "file":
-                f.close()
-                if self._tmp:
-                    os.unlink(self._tmp)
+                try:
+                    f.close()  # flushes what is buffered: fails again on a full disk, closes all the same
+                finally:
+                    if self._tmp:
+                        os.unlink(self._tmp)
             else:
                 f.discard()  # aborts a multipart upload, even after a failed close
                 f.closed = True  # nothing to send when the file object is collected

@@ -119,9 +119,7 @@ def test_a_large_file_streams_as_a_multipart_upload_and_an_abort_leaves_nothing(
 ) -> None:
     """Past the writer's buffer, rows go out in parts of 5 MiB; the object appears only when complete."""
     from sparkcdc.sink import objectstore
-    from sparkcdc.sink.storage import writer as writer_module
 
-    monkeypatch.setattr(writer_module, "STREAM_BYTES", 64 * 1024)
     monkeypatch.setattr(objectstore, "STREAM_BLOCK_BYTES", 5 * 1024 * 1024)
     s3.create_bucket("cdc-stream")
     cfg = ReplicaConfig.from_toml("[sink]\ndate-separator = 'none'")

@@ -72,7 +72,6 @@ def test_staged_files_stream_and_are_published_in_segment_order(
     from sparkcdc.sink.storage import writer as writer_module
 
     monkeypatch.setattr(writer_module, "COALESCE_ROWS", 8)
-    monkeypatch.setattr(writer_module, "STREAM_BYTES", 100)
     sink = make_sink(tmp_path, toml=NO_DATE)
     late = _segment(sink, 1, 2, [ins(i, V1 + 1000 + i) for i in range(1000, 1100)])
     early = _segment(sink, 0, 2, [ins(i, V1 + 10 + i) for i in range(100, 200)])

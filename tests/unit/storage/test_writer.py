@@ -262,11 +262,10 @@ def _hidden(root: Path) -> list[Path]:
 def test_a_full_buffer_streams_into_its_file_which_appears_whole_at_close(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Past STREAM_BYTES a table's rows go into its file as they come; the file is hidden until whole."""
+    """Past COALESCE_ROWS a table's rows go into its file as they come; the file is hidden until whole."""
     from sparkcdc.sink.storage import writer as writer_module
 
     monkeypatch.setattr(writer_module, "COALESCE_ROWS", 8)
-    monkeypatch.setattr(writer_module, "STREAM_BYTES", 200)
     toml = "[sink]\ndate-separator = 'none'\n[sink.csv]\noutput-field-header = true"
     sink = make_sink(tmp_path, protocol="csv", toml=toml)
     w = sink.open_writer(WriterContext("cf", 0, 0))
@@ -288,13 +287,33 @@ def test_a_full_buffer_streams_into_its_file_which_appears_whole_at_close(
         assert [line.split(",")[-1] for line in text[1:]] == [f'"{prefix}{i}"' for i in range(1, n + 1)]
 
 
+def test_rows_of_large_values_go_into_the_file_at_the_byte_bound_not_the_row_bound(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A buffer holds at most COALESCE_BYTES of encoded rows, however few rows that is."""
+    from sparkcdc.sink.storage import writer as writer_module
+
+    monkeypatch.setattr(writer_module, "COALESCE_BYTES", 64 * 1024)
+    sink = make_sink(tmp_path, protocol="csv", toml="[sink]\ndate-separator = 'none'")
+    w = sink.open_writer(WriterContext("cf", 0, 0))
+    big = "x" * 10_000
+    for i in range(1, 21):  # 200 kB in 20 rows, far fewer than COALESCE_ROWS
+        w.write(ins(i, V1 + i, big), table())
+    streaming = _hidden(tmp_path)
+    # three runs of 64 KiB are in the file (the first past a file object's 8 KiB buffer)
+    assert len(streaming) == 1 and streaming[0].stat().st_size >= 2 * 64 * 1024
+    msg = w.close()
+    assert msg["rows"] == 20 and msg["bytes"] == (tmp_path / msg["files"][0]).stat().st_size
+    ids = [int(line.split(",")[-2]) for line in (tmp_path / msg["files"][0]).read_text().splitlines()]
+    assert ids == list(range(1, 21))
+
+
 def test_streamed_files_still_roll_at_file_size_between_transactions(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from sparkcdc.sink.storage import writer as writer_module
 
     monkeypatch.setattr(writer_module, "COALESCE_ROWS", 64)
-    monkeypatch.setattr(writer_module, "STREAM_BYTES", 4096)
     sink = make_sink(tmp_path, "&file-size=1048576", protocol="csv", toml="[sink]\ndate-separator = 'none'")
     big = "x" * 1000
     n = 2500  # about 2.5 MB: three files of at most 1 MiB and one row
@@ -311,7 +330,6 @@ def test_an_aborted_writer_leaves_no_partial_file_and_the_next_reuses_the_number
     from sparkcdc.sink.storage import writer as writer_module
 
     monkeypatch.setattr(writer_module, "COALESCE_ROWS", 8)
-    monkeypatch.setattr(writer_module, "STREAM_BYTES", 100)
     sink = make_sink(tmp_path, toml="[sink]\ndate-separator = 'none'")
     w = sink.open_writer(WriterContext("cf", 0, 0))
     for i in range(1, 50):

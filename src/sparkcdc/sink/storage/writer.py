@@ -40,11 +40,11 @@ log = logging.getLogger(__name__)
 STAGING_DIR = ".sparkcdc-staging"
 """Files of parallel segments wait here for their number; hidden, like every dot path of the layout."""
 COALESCE_ROWS = 4096
-"""Encoded rows a buffer keeps as separate objects before joining them (each small bytes object
-costs ~40 bytes beyond its data: about a third of a short CSV record)."""
-STREAM_BYTES = 8 * 1024 * 1024
-"""Encoded bytes a table's buffer holds before its file is started and the rows stream into it: a
-writer holds at most about this much per table, whatever ``file-size`` is (64 MiB by default)."""
+"""Encoded rows a buffer keeps before they go into its file, joined (each small bytes object costs
+~40 bytes beyond its data, and each write a call): a writer holds at most this many rows per
+table, whatever ``file-size`` is (64 MiB by default)..."""
+COALESCE_BYTES = 4 * 1024 * 1024
+"""... and at most this many bytes of them (rows of large values reach it first)."""
 
 
 def staging_dir(changefeed_id: str, batch_id: int) -> str:
@@ -107,13 +107,11 @@ class _Buffer:
     version: int
     info: TableInfo
     chunks: list[bytes] = field(default_factory=list)
-    """Encoded rows not yet joined into ``parts``."""
-    parts: list[bytes] = field(default_factory=list)
-    """Joined runs of ``COALESCE_ROWS`` rows: one object each instead of thousands of small ones."""
+    """Encoded rows not yet in ``file``."""
     held: int = 0
-    """Bytes in ``parts``, not yet in ``file``."""
+    """Bytes in ``chunks``."""
     file: AtomicFile | None = None
-    """The data file being written, once more than ``STREAM_BYTES`` were held (else at flush)."""
+    """The data file being written (started at the first ``COALESCE_ROWS`` rows, or at flush)."""
     path: str = ""
     """Where ``file`` goes (a staged or a final path)."""
     date: str = ""
@@ -178,27 +176,23 @@ class StorageWriter(PartitionWriter):
         if row.op != "U" or self.settings.output_raw_change_event:
             data = encode(row)
             buf.chunks.append(data)
-            buf.size += len(data)
+            buf.held += len(data)
         else:
             for r in split_update(row, table):
                 data = encode(r)
                 buf.chunks.append(data)
-                buf.size += len(data)
-        if len(buf.chunks) >= COALESCE_ROWS:
-            part = b"".join(buf.chunks)
+                buf.held += len(data)
+        if len(buf.chunks) >= COALESCE_ROWS or buf.held >= COALESCE_BYTES:
+            f = buf.file or self._start_file(buf)
+            f.write(b"".join(buf.chunks))
             buf.chunks.clear()
-            if buf.file is not None:
-                buf.file.write(part)
-            else:
-                buf.parts.append(part)
-                buf.held += len(part)
-                if buf.held >= STREAM_BYTES:
-                    self._start_file(buf)
+            buf.size += buf.held
+            buf.held = 0
         buf.rows += 1
         buf.last_commit_ts = row.commit_ts
         if row.commit_ts > self._max_commit_ts:
             self._max_commit_ts = row.commit_ts
-        if buf.size >= self.settings.file_size:
+        if buf.size + buf.held >= self.settings.file_size:
             buf.full = True
 
     def close(self) -> dict[str, Any]:
@@ -224,8 +218,8 @@ class StorageWriter(PartitionWriter):
         self._buffers.clear()
         self._bound.clear()
 
-    def _start_file(self, buf: _Buffer) -> None:
-        """Open the buffer's next data file and write its header and held rows into it."""
+    def _start_file(self, buf: _Buffer) -> AtomicFile:
+        """Open the buffer's next data file and write its header."""
         directory = DataDir(buf.schema, buf.table, buf.version, None, date_str(self.settings.date_separator))
         if self._stage_prefix:
             # Numbered and moved into place by the driver's commit, after every earlier segment's files.
@@ -244,22 +238,18 @@ class StorageWriter(PartitionWriter):
         if header:
             f.write(header)
             buf.size += len(header)
-        for part in buf.parts:
-            f.write(part)
-        buf.parts = []
-        buf.held = 0
+        return f
 
     def _flush(self, buf: _Buffer) -> None:
-        if not buf.chunks and buf.file is None and not buf.parts:
+        if not buf.chunks and buf.file is None:
             buf.full = False
             return
-        if buf.file is None:
-            self._start_file(buf)
-        f = buf.file
-        assert f is not None
+        f = buf.file or self._start_file(buf)
         if buf.chunks:
             f.write(b"".join(buf.chunks))
             buf.chunks = []
+            buf.size += buf.held
+            buf.held = 0
         f.commit()
         buf.file = None
         if self._stage_prefix:

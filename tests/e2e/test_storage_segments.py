@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from sparkcdc.pipeline import plan
+from sparkcdc.pipeline import plan, source
 from sparkcdc.services.mariadb import LocalMariaDB
 from sparkcdc.services.s3 import LocalS3
 
@@ -93,6 +93,16 @@ def test_parallel_segments_to_file_and_s3_equal_upstream(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(plan, "SPLIT_BYTES", 8192)  # several segments from 400 rows
+    # The driver hands each batch's segments, as the source's runner planned them, to the writers.
+    handed: list[int | None] = []
+    planned = source.read_planned_segments
+
+    def spy(directory: str, end: dict[str, Any]) -> list[str] | None:
+        segs = planned(directory, end)
+        handed.append(None if segs is None else len(segs))
+        return segs
+
+    monkeypatch.setattr(source, "read_planned_segments", spy)
     start_ts = tso(mariadb.uri)
     run_workload(mariadb, SCHEMA, rows=400, seed=11)
     target_ts = tso(mariadb.uri)
@@ -109,6 +119,8 @@ def test_parallel_segments_to_file_and_s3_equal_upstream(
         _run(spark, mariadb.uri, sink_uri, config, state, start_ts, target_ts)
         segments = _segments_per_batch(state)
         assert max(segments) >= 2, f"no batch was split into segments: {segments}"
+        assert handed == [n for n in segments if n], f"segments of the runner {handed}, batches {segments}"
+        handed.clear()
         if name == "file":
             root = tmp_path / "out"
             names = [str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()]

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
+import tempfile
 import threading
 import time
 from collections import deque
@@ -26,6 +28,7 @@ from sparkcdc.errors import SparkCdcError
 from sparkcdc.event_filter import rule_specs
 from sparkcdc.model.ts import physical_ms
 from sparkcdc.pipeline.plan import SourceSpec
+from sparkcdc.pipeline.source import SEGMENTS_DIR_OPTION
 from sparkcdc.pipeline.spark import release_planner_workers
 from sparkcdc.pipeline.start import bootstrap_history, resolve_start
 from sparkcdc.pipeline.state import (
@@ -116,6 +119,8 @@ class RunningChangefeed:
         self._error: SparkCdcError | None = None
         self._caught_up = False
         self._lock = threading.Lock()
+        self.segments_dir = ""
+        """A directory of this host where the source's runner leaves batches' segments (segments mode)."""
         self._load_checkpoint()
 
     def _load_checkpoint(self) -> None:
@@ -252,6 +257,8 @@ class RunningChangefeed:
         try:
             self.sink.close()
         finally:
+            if self.segments_dir:
+                shutil.rmtree(self.segments_dir, ignore_errors=True)
             self._report()
 
 
@@ -367,8 +374,17 @@ def start_changefeed(
     mode = "segments" if sink.parallel_segments or sink.serial_segments else "rows"
     if sink.serial_segments and not sink.parallel_segments:
         src.parallelism = 1  # one task decodes and writes each batch, in commit order
+    if mode == "segments":
+        # the source's runner (a process on this host) leaves each batch's segments here for the writer
+        running.segments_dir = tempfile.mkdtemp(prefix="sparkcdc-segments-")
     writer = BatchWriter(
-        sink, spark_checkpoint, history_path, spec.changefeed_id, running.on_commit, mode == "segments"
+        sink,
+        spark_checkpoint,
+        history_path,
+        spec.changefeed_id,
+        running.on_commit,
+        mode == "segments",
+        running.segments_dir,
     )
     if cfg.snapshot.mode == "initial":
         from sparkcdc.pipeline.snapshot import MetaRangeStore, run_initial_snapshot, snapshot_progress
@@ -392,6 +408,7 @@ def start_changefeed(
         spark.readStream.format("sparkcdc_binlog")
         .option("spec", json.dumps(src.to_json()))
         .option("mode", mode)
+        .option(SEGMENTS_DIR_OPTION, running.segments_dir)
         .load()
     )
     log.info(

@@ -7,12 +7,17 @@ retried task yields exactly the same rows; it yields Arrow record batches.
 With the option ``mode = "segments"`` a batch's rows are one row per segment
 (``SEGMENT_SCHEMA``: the segment's JSON) and the writer task decodes the segment
 itself (``iter_segment``): a row is then decoded in the process that writes it
-and never crosses the JVM.
+and never crosses the JVM. With the option ``segments-dir`` as well, the source's
+runner leaves each batch's segments in that directory (``segments_file``) when
+Spark plans the batch, and the driver hands them to the writers itself: no
+executor task then runs a Python worker only to read them.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -27,6 +32,32 @@ if TYPE_CHECKING:
 
 ARROW_BATCH_ROWS = 8192
 SEGMENT_SCHEMA = "segment string"
+SEGMENTS_DIR_OPTION = "segments-dir"
+
+
+def segments_file(directory: str, end: dict[str, Any]) -> str:
+    """Where the source's runner leaves the segments of the batch that ends at ``end`` (as Spark
+    logged it) for the driver."""
+    key = json.dumps(end, sort_keys=True, separators=(",", ":"))
+    return os.path.join(directory, hashlib.sha256(key.encode()).hexdigest()[:32] + ".json")
+
+
+def read_planned_segments(directory: str, end: dict[str, Any]) -> list[str] | None:
+    """The segments (JSON) the runner planned for a batch, or None when it left none."""
+    try:
+        with open(segments_file(directory, end), encoding="utf-8") as f:
+            segments: list[str] = json.load(f)
+    except FileNotFoundError:
+        return None
+    return segments
+
+
+def drop_planned_segments(directory: str, end: dict[str, Any]) -> None:
+    """Forget a committed batch's segments."""
+    try:
+        os.unlink(segments_file(directory, end))
+    except FileNotFoundError:
+        pass
 
 
 @dataclass
@@ -119,11 +150,13 @@ def iter_segment_batches(
 class BinlogStreamReader(DataSourceStreamReader):
     """Runs in Spark's source worker on the driver: plans batches, hands out segments."""
 
-    def __init__(self, spec_json: str, segments_mode: bool = False) -> None:
+    def __init__(self, spec_json: str, segments_mode: bool = False, segments_dir: str = "") -> None:
         from sparkcdc.pipeline.plan import SourceSpec
 
         self.spec = SourceSpec.from_json(json.loads(spec_json))
         self.segments_mode = segments_mode
+        self.segments_dir = segments_dir
+        """Where ``partitions`` leaves each batch's segments for the driver (``segments_file``)."""
         self._planner: Planner | None = None
 
     @property
@@ -166,7 +199,7 @@ class BinlogStreamReader(DataSourceStreamReader):
         if plan.is_ddl:
             return []
         tables = {f"{s}\x00{t}": info.to_dict() for (s, t), info in plan.tables.items()}
-        return [
+        parts = [
             BinlogPartition(
                 self.spec.upstream_uri,
                 seg.start.to_json(),
@@ -182,6 +215,13 @@ class BinlogStreamReader(DataSourceStreamReader):
             )
             for i, seg in enumerate(plan.segments)
         ]
+        if self.segments_mode and self.segments_dir and parts:
+            path = segments_file(self.segments_dir, end)
+            tmp = f"{path}.{os.getpid()}.tmp"
+            with open(tmp, "w", encoding="utf-8") as f:
+                json.dump([p.to_json() for p in parts], f)
+            os.replace(tmp, path)
+        return parts
 
     def _shapes_from(self) -> list[int] | None:
         bp = self.spec.bootstrap_pos
@@ -262,7 +302,9 @@ class BinlogDataSource(DataSource):
         return SEGMENT_SCHEMA if self._segments_mode() else SOURCE_SCHEMA
 
     def streamReader(self, schema: Any) -> BinlogStreamReader:
-        return BinlogStreamReader(self.options["spec"], self._segments_mode())
+        return BinlogStreamReader(
+            self.options["spec"], self._segments_mode(), self.options.get(SEGMENTS_DIR_OPTION, "")
+        )
 
     def _segments_mode(self) -> bool:
         mode = self.options.get("mode", "rows")

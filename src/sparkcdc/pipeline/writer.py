@@ -308,6 +308,7 @@ class BatchWriter:
         changefeed_id: str,
         on_commit: Callable[[BatchResult], None],
         segments_mode: bool = False,
+        segments_dir: str = "",
     ) -> None:
         from sparkcdc.capture.schema_history import SchemaHistory
         from sparkcdc.pipeline.state import open_history_store
@@ -320,6 +321,8 @@ class BatchWriter:
         self.on_commit = on_commit
         self.segments_mode = segments_mode
         """The stream's rows are segments (source option ``mode = "segments"``), decoded by the writers."""
+        self.segments_dir = segments_dir
+        """Where the source's runner leaves each batch's segments (source option ``segments-dir``)."""
 
     def __call__(self, df: Any, batch_id: int) -> None:
         t0 = time.monotonic()
@@ -340,7 +343,7 @@ class BatchWriter:
             )
             return
         if self.segments_mode:
-            res = self._write_segments(df, batch_id, end_off.ts)
+            res = self._write_segments(df, batch_id, end_off.ts, end)
         else:
             res = self._write_df(df, batch_id, end_off.ts, int(end.get("segments", 2)))
         self.on_commit(
@@ -381,13 +384,33 @@ class BatchWriter:
         sink_s = max((float(m.get("sink_s", 0.0)) for m in messages), default=0.0) + done - t_commit
         return BatchResult(batch_id, checkpoint_ts, {}, rows, 0, done - t0, tables, sink_s)
 
-    def _write_segments(self, df: Any, batch_id: int, checkpoint_ts: int) -> BatchResult:
-        """Each segment row: one task decodes the segment and writes it (no shuffle)."""
+    def _write_segments(self, df: Any, batch_id: int, checkpoint_ts: int, end: dict[str, Any]) -> BatchResult:
+        """Each segment row: one task decodes the segment and writes it (no shuffle).
+
+        The segments the source's runner left when Spark planned the batch reach the writers as
+        literals of the plan, one task each (``spark.range`` with a partition per segment), so no
+        executor task runs a Python worker only to read them from the stream; ``df``, which
+        yields the same rows, is read when they are missing.
+        """
+        from pyspark.sql import functions as F
+
+        from sparkcdc.pipeline.source import drop_planned_segments, read_planned_segments
+
+        segments = read_planned_segments(self.segments_dir, end) if self.segments_dir else None
+        if segments is not None:
+            n = len(segments)
+            texts = F.array(*[F.lit(s) for s in segments])
+            df = df.sparkSession.range(0, n, 1, n).select(
+                F.element_at(texts, (F.col("id") + 1).cast("int")).alias("segment")
+            )
         tables = self._tables_at(checkpoint_ts)
         out = map_in_arrow(
             df, make_segment_writer(self.sink, tables, self.changefeed_id, batch_id), "msg string"
         )
-        return self._commit_messages(out, batch_id, checkpoint_ts)
+        res = self._commit_messages(out, batch_id, checkpoint_ts)
+        if segments is not None:
+            drop_planned_segments(self.segments_dir, end)
+        return res
 
     def _write_df(self, df: Any, batch_id: int, checkpoint_ts: int, segments: int) -> BatchResult:
         """Route, order and write a DataFrame of rows, then commit the sink at ``checkpoint_ts``."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import http.client
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -26,6 +27,8 @@ class FaultyS3Proxy:
         """The status every request gets while set (503, 500), else None: requests pass."""
         self.failed = 0
         self.forwarded = 0
+        self.refused: list[tuple[float, str, str, int, bytes]] = []
+        """Forwarded requests the server answered with an error: (time, method, path, status, body)."""
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", self.port), self._handler())
         self._server.daemon_threads = True
@@ -99,6 +102,8 @@ class FaultyS3Proxy:
                     conn.close()
                 with proxy._lock:
                     proxy.forwarded += 1
+                    if resp.status >= 400 and not (self.command == "HEAD" and resp.status == 404):
+                        proxy.refused.append((time.time(), self.command, self.path, resp.status, data[:300]))
 
             do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _relay
 

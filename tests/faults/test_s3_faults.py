@@ -104,6 +104,11 @@ def test_s3_5xx_then_deleted_bucket(
             rc = run.wait(timeout=180)
         finally:
             run.stop()
+            # shown with a failure: what the server itself refused (e.g. which request saw NoSuchBucket)
+            for when, method, path, status, body in proxy.refused:
+                print(
+                    f"refused {time.strftime('%H:%M:%S', time.localtime(when))} {method} {path}: {status} {body!r}"
+                )
     out = run.output()
     assert rc != 0, out[-4000:]
     warnings = [line for line in out.splitlines() if line.startswith("warning: [CDC:ErrSinkUnavailable]")]

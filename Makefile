@@ -13,7 +13,7 @@ demo: setup
 
 ## The whole test suite (unit, integration, e2e) against real local services.
 test: setup
-	$(PY) -m pytest -q -p no:cacheprovider tests
+	$(PY) -m pytest -q -p no:cacheprovider --durations=25 tests
 
 unit: setup
 	$(PY) -m pytest -q tests/unit

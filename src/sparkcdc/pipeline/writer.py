@@ -261,12 +261,18 @@ def make_writer(
 
 
 def make_segment_writer(
-    sink: Sink, tables: dict[tuple[str, str], dict[str, Any]], changefeed_id: str, batch_id: int
+    sink: Sink,
+    tables: dict[tuple[str, str], dict[str, Any]],
+    changefeed_id: str,
+    batch_id: int,
+    segments: list[str] | None = None,
 ) -> Callable[[Iterator[Any]], Iterator[Any]]:
     """mapInArrow function over segment rows (``SEGMENT_SCHEMA``): decode each segment and write it.
 
-    The rows of a segment are decoded and written by the same Python process, in commit order;
-    segments of one batch run in parallel tasks and the sink orders their output at commit.
+    With ``segments`` (their JSON, shipped with the function), the input rows are ``spark.range``
+    ids instead: row ``i`` stands for ``segments[i]``. The rows of a segment are decoded and
+    written by the same Python process, in commit order; segments of one batch run in parallel
+    tasks and the sink orders their output at commit.
     """
 
     def write_segments(batches: Iterator[Any]) -> Iterator[Any]:
@@ -275,7 +281,11 @@ def make_segment_writer(
 
         msgs: list[str] = []
         for rb in batches:
-            for text in rb.column("segment").to_pylist():
+            if segments is None:
+                texts = rb.column("segment").to_pylist()
+            else:
+                texts = [segments[i] for i in rb.column("id").to_pylist()]
+            for text in texts:
                 part = BinlogPartition.from_json(text)
                 out = RouteWriters(sink, tables, changefeed_id, batch_id, part.index, part.count)
                 fallback: dict[tuple[str, str], TableInfo] = {}
@@ -387,25 +397,20 @@ class BatchWriter:
     def _write_segments(self, df: Any, batch_id: int, checkpoint_ts: int, end: dict[str, Any]) -> BatchResult:
         """Each segment row: one task decodes the segment and writes it (no shuffle).
 
-        The segments the source's runner left when Spark planned the batch reach the writers as
-        literals of the plan, one task each (``spark.range`` with a partition per segment), so no
-        executor task runs a Python worker only to read them from the stream; ``df``, which
-        yields the same rows, is read when they are missing.
+        The segments the source's runner left when Spark planned the batch go to the writers with
+        the writer function, over a ``spark.range`` with one partition per segment, so no executor
+        task runs a Python worker only to read them from the stream (and the segments, which
+        hold the upstream URI, are not literals of a plan that Spark's UI would show); ``df``,
+        which yields the same rows, is read when they are missing.
         """
-        from pyspark.sql import functions as F
-
         from sparkcdc.pipeline.source import drop_planned_segments, read_planned_segments
 
         segments = read_planned_segments(self.segments_dir, end) if self.segments_dir else None
         if segments is not None:
-            n = len(segments)
-            texts = F.array(*[F.lit(s) for s in segments])
-            df = df.sparkSession.range(0, n, 1, n).select(
-                F.element_at(texts, (F.col("id") + 1).cast("int")).alias("segment")
-            )
+            df = df.sparkSession.range(0, len(segments), 1, len(segments))
         tables = self._tables_at(checkpoint_ts)
         out = map_in_arrow(
-            df, make_segment_writer(self.sink, tables, self.changefeed_id, batch_id), "msg string"
+            df, make_segment_writer(self.sink, tables, self.changefeed_id, batch_id, segments), "msg string"
         )
         res = self._commit_messages(out, batch_id, checkpoint_ts)
         if segments is not None:

@@ -183,11 +183,7 @@ class StorageWriter(PartitionWriter):
                 buf.chunks.append(data)
                 buf.held += len(data)
         if len(buf.chunks) >= COALESCE_ROWS or buf.held >= COALESCE_BYTES:
-            f = buf.file or self._start_file(buf)
-            f.write(b"".join(buf.chunks))
-            buf.chunks.clear()
-            buf.size += buf.held
-            buf.held = 0
+            self._write_held(buf)
         buf.rows += 1
         buf.last_commit_ts = row.commit_ts
         if row.commit_ts > self._max_commit_ts:
@@ -240,16 +236,21 @@ class StorageWriter(PartitionWriter):
             buf.size += len(header)
         return f
 
+    def _write_held(self, buf: _Buffer) -> AtomicFile:
+        """Write the rows the buffer holds into its file (started here if need be), joined."""
+        f = buf.file or self._start_file(buf)
+        if buf.chunks:
+            f.write(b"".join(buf.chunks))
+            buf.chunks.clear()
+            buf.size += buf.held
+            buf.held = 0
+        return f
+
     def _flush(self, buf: _Buffer) -> None:
         if not buf.chunks and buf.file is None:
             buf.full = False
             return
-        f = buf.file or self._start_file(buf)
-        if buf.chunks:
-            f.write(b"".join(buf.chunks))
-            buf.chunks = []
-            buf.size += buf.held
-            buf.held = 0
+        f = self._write_held(buf)
         f.commit()
         buf.file = None
         if self._stage_prefix:

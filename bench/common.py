@@ -511,6 +511,24 @@ def memory_variants(args: argparse.Namespace) -> list[tuple[str, dict[str, str] 
     return out
 
 
+def whole_process_runs(
+    runs: list[tuple[str, Mark, Mark]], args: argparse.Namespace
+) -> Iterator[tuple[int, int, str, Mark, Mark, dict[str, str] | None]]:
+    """The whole-process runs in order: (round, index, key, start mark, end mark, environment).
+
+    ``--repeat-whole`` rounds of N and N x factor; every other backlog once, the ``--memory-rows``
+    one with each of ``memory_variants`` in turn (its key then names the variant).
+    """
+    index = 0
+    for rep in range(args.repeat_whole):
+        for name, a, b in runs:
+            if rep and name not in ("N", "factor"):
+                continue  # the memory and big-transaction runs once
+            for label, env in memory_variants(args) if name == "memory" else [("", None)]:
+                yield rep, index, f"{name} {label}" if label else name, a, b, env
+                index += 1
+
+
 def write_backlogs(
     db: Any,
     args: argparse.Namespace,

@@ -59,13 +59,13 @@ from common import (
     load_bench,
     loadavg,
     memory_line,
-    memory_variants,
     print_steady,
     print_whole_memory,
     read_topic,
     report_row,
     run_baselines,
     sparkcdc_run,
+    whole_process_runs,
     write_backlogs,
 )
 
@@ -555,49 +555,35 @@ def measure_whole(db: Any, runs: list[tuple[str, Mark, Mark]], args: argparse.Na
 
     out: dict[str, Any] = {}
     with LocalTansu() as broker, tempfile.TemporaryDirectory(prefix="bench-kafka-run-") as data:
-        for rep in range(args.repeat_whole):
-            for name, a, b in runs:
-                if rep and name not in ("N", "factor"):
-                    continue  # the memory runs once
-                variants = memory_variants(args) if name == "memory" else [("", None)]
-                for v, (label, env) in enumerate(variants):
-                    key = f"{name} {label}" if label else name
-                    topic = f"run-{name}-{rep}-{v}"
-                    print(
-                        f"  sparkcdc run -> Kafka canal-json, {key}: {b.rows - a.rows:,} changes ...",
-                        flush=True,
-                    )
-                    r = sparkcdc_run(
-                        db.uri,
-                        broker.sink_uri(topic, "protocol=canal-json"),
-                        a.ts,
-                        b.ts,
-                        f"{data}/{name}-{rep}-{v}",
-                        master=args.master,
-                        trigger=args.trigger_interval,
-                        env=env,
-                    )
-                    r["rows"] = b.rows - a.rows
-                    r["load"] = loadavg()
-                    ceiling = name == "N" and rep == 0
-                    r["messages"], kept = read_topic(
-                        broker.bootstrap, topic, keep=r["rows"] if ceiling else 0
-                    )
-                    if ceiling:
-                        print("  librdkafka produce of the same messages (broker ceiling) ...", flush=True)
-                        out["ceiling"] = librdkafka_ceiling(
-                            broker.sink_uri(topic + "-ceiling", "protocol=canal-json"),
-                            kept,
-                            topic + "-ceiling",
-                        )
-                        del kept
-                    print(
-                        f"    {r['wall']:.1f} s, {r['messages']:,} messages, {memory_line(r['memory'])} "
-                        f"({r['load']})",
-                        flush=True,
-                    )
-                    if key not in out or r["wall"] < out[key]["wall"]:
-                        out[key] = r
+        for rep, i, key, a, b, env in whole_process_runs(runs, args):
+            topic = f"run-{i}"
+            print(f"  sparkcdc run -> Kafka canal-json, {key}: {b.rows - a.rows:,} changes ...", flush=True)
+            r = sparkcdc_run(
+                db.uri,
+                broker.sink_uri(topic, "protocol=canal-json"),
+                a.ts,
+                b.ts,
+                f"{data}/{i}",
+                master=args.master,
+                trigger=args.trigger_interval,
+                env=env,
+            )
+            r["rows"] = b.rows - a.rows
+            r["load"] = loadavg()
+            ceiling = key == "N" and rep == 0
+            r["messages"], kept = read_topic(broker.bootstrap, topic, keep=r["rows"] if ceiling else 0)
+            if ceiling:
+                print("  librdkafka produce of the same messages (broker ceiling) ...", flush=True)
+                out["ceiling"] = librdkafka_ceiling(
+                    broker.sink_uri(topic + "-ceiling", "protocol=canal-json"), kept, topic + "-ceiling"
+                )
+                del kept
+            print(
+                f"    {r['wall']:.1f} s, {r['messages']:,} messages, {memory_line(r['memory'])} ({r['load']})",
+                flush=True,
+            )
+            if key not in out or r["wall"] < out[key]["wall"]:
+                out[key] = r
     return out
 
 

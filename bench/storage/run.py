@@ -45,7 +45,6 @@ from common import (
     add_backlog_args,
     loadavg,
     memory_line,
-    memory_variants,
     print_steady,
     print_timeline,
     print_whole_memory,
@@ -54,6 +53,7 @@ from common import (
     run_candidate,
     run_pymysqlreplication,
     sparkcdc_run,
+    whole_process_runs,
     write_backlogs,
     write_rounds,
 )
@@ -364,35 +364,28 @@ def measure_whole(
 ) -> dict[str, Any]:
     """``sparkcdc run`` to CSV over each (name, start, end); ``--repeat-whole`` rounds, the fastest kept."""
     result: dict[str, Any] = {}
-    for rep in range(args.repeat_whole):
-        for name, a, b in runs:
-            if rep and name not in ("N", "factor"):
-                continue  # the memory runs once
-            variants = memory_variants(args) if name == "memory" else [("", None)]
-            for label, env in variants:
-                key = f"{name} {label}" if label else name
-                print(f"  sparkcdc run -> CSV, {key}: {b.rows - a.rows:,} changes ...", flush=True)
-                sink_dir = f"{out}/run-{name}-{rep}-{len(result)}"
-                r = sparkcdc_run(
-                    db.uri,
-                    f"file://{sink_dir}?protocol=csv",
-                    a.ts,
-                    b.ts,
-                    f"{out}/data-{name}-{rep}-{len(result)}",
-                    master=args.master,
-                    trigger=args.trigger_interval,
-                    env=env,
-                )
-                r["rows"] = b.rows - a.rows
-                r["records"] = csv_records(sink_dir)
-                r["load"] = loadavg()
-                print(
-                    f"    {r['wall']:.1f} s, {r['records']:,} CSV records, {memory_line(r['memory'])} "
-                    f"({r['load']})",
-                    flush=True,
-                )
-                if key not in result or r["wall"] < result[key]["wall"]:
-                    result[key] = r
+    for _rep, i, key, a, b, env in whole_process_runs(runs, args):
+        print(f"  sparkcdc run -> CSV, {key}: {b.rows - a.rows:,} changes ...", flush=True)
+        sink_dir = f"{out}/run-{i}"
+        r = sparkcdc_run(
+            db.uri,
+            f"file://{sink_dir}?protocol=csv",
+            a.ts,
+            b.ts,
+            f"{out}/data-{i}",
+            master=args.master,
+            trigger=args.trigger_interval,
+            env=env,
+        )
+        r["rows"] = b.rows - a.rows
+        r["records"] = csv_records(sink_dir)
+        r["load"] = loadavg()
+        print(
+            f"    {r['wall']:.1f} s, {r['records']:,} CSV records, {memory_line(r['memory'])} ({r['load']})",
+            flush=True,
+        )
+        if key not in result or r["wall"] < result[key]["wall"]:
+            result[key] = r
     return result
 
 

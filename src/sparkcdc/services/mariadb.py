@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,6 @@ BINLOG_ARGS = (
     "--binlog-format=ROW",
     "--binlog-row-image=FULL",
     "--binlog-row-metadata=FULL",
-    "--server-id=1",
 )
 
 
@@ -50,7 +50,10 @@ class LocalMariaDB:
         extra_args: tuple[str, ...] = (),
         binlog: bool = True,
         keep: bool = False,
+        server_id: int = 1,
     ) -> None:
+        """``server_id``: distinct per server of one replication topology (a native replica needs its own)."""
+        self.server_id = server_id
         self.port = port or free_port()
         self._own_dir = datadir is None
         self.basedir = Path(datadir or tempfile.mkdtemp(prefix="sparkcdc-mariadb-"))
@@ -116,6 +119,7 @@ class LocalMariaDB:
         if os.geteuid() == 0:
             args.append("--user=root")
         self.tmpdir.mkdir(parents=True, exist_ok=True)
+        args.append(f"--server-id={self.server_id}")
         if self.binlog:
             args.extend(BINLOG_ARGS)
         args.extend(self.extra_args)
@@ -175,6 +179,60 @@ class LocalMariaDB:
                 return list(cur.fetchall())
         finally:
             conn.close()
+
+    def replicate_from(self, primary: LocalMariaDB, *, timeout: float = 60.0) -> None:
+        """Make this server a native GTID replica of ``primary`` and wait until both its threads run."""
+        if primary.server_id == self.server_id:
+            raise ValueError(f"a replica needs its own server_id; both are {self.server_id}")
+        self.execute(
+            "STOP SLAVE",
+            "RESET SLAVE ALL",
+            f"CHANGE MASTER TO MASTER_HOST='{primary.host}', MASTER_PORT={primary.port}, "
+            f"MASTER_USER='{primary.user}', MASTER_PASSWORD='{primary.password}', "
+            "MASTER_USE_GTID=slave_pos, MASTER_CONNECT_RETRY=1",
+            "START SLAVE",
+        )
+
+        def running() -> bool:
+            st = self.slave_status()
+            self._raise_slave_error(st)
+            return st.get("Slave_IO_Running") == "Yes" and st.get("Slave_SQL_Running") == "Yes"
+
+        wait_until(running, timeout=timeout, what=f"replica on port {self.port} to connect to {primary.port}")
+
+    def slave_status(self) -> dict[str, Any]:
+        """``SHOW SLAVE STATUS`` as a dict (empty when this server replicates nothing)."""
+        conn = self.connect()
+        try:
+            with conn.cursor(pymysql.cursors.DictCursor) as cur:
+                cur.execute("SHOW SLAVE STATUS")
+                row = cur.fetchone()
+                return dict(row) if row else {}
+        finally:
+            conn.close()
+
+    def _raise_slave_error(self, st: dict[str, Any]) -> None:
+        for key in ("Last_SQL_Error", "Last_IO_Error"):
+            if st.get(key):
+                raise RuntimeError(f"replica on port {self.port} stopped: {key}: {st[key]}")
+
+    def wait_caught_up(self, primary: LocalMariaDB, *, timeout: float = 120.0) -> None:
+        """Wait until this replica applied every transaction in ``primary``'s binlog so far."""
+        pos = str(primary.query("SELECT @@gtid_binlog_pos")[0][0] or "")
+        if not pos:
+            return
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            got = self.query("SELECT MASTER_GTID_WAIT(%s, %s)", (pos, max(0.1, min(left, 2.0))))[0][0]
+            if got == 0:
+                return
+            self._raise_slave_error(self.slave_status())
+            if time.monotonic() >= deadline:
+                raise TimeoutError(
+                    f"replica on port {self.port} did not reach {primary.port}'s GTID position {pos} "
+                    f"within {timeout:.0f}s (at {self.query('SELECT @@gtid_slave_pos')[0][0]})"
+                )
 
     def stop(self) -> None:
         """Stop the server and, unless ``keep``, remove its directory."""

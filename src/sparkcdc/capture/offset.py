@@ -55,6 +55,10 @@ class Offset:
     file: str
     pos: int
     ts: int
+    xa: tuple[tuple[str, str, int], ...] = ()
+    """The XA transactions prepared before this boundary and not yet committed or rolled back:
+    ``(xid, file, pos)`` with the start of each prepared transaction, whose rows ``XA COMMIT``
+    delivers (they stay in the binlog until then)."""
 
     def key(self) -> tuple[int, int]:
         """Sort key: (file sequence, position)."""
@@ -62,12 +66,17 @@ class Offset:
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-able dict."""
-        return {"file": self.file, "pos": self.pos, "ts": self.ts}
+        d: dict[str, Any] = {"file": self.file, "pos": self.pos, "ts": self.ts}
+        if self.xa:
+            d["xa"] = [list(x) for x in self.xa]
+        return d
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Offset:
         """Inverse of ``to_json``."""
-        return cls(str(d["file"]), int(d["pos"]), int(d["ts"]))
+        xa = tuple((str(x), str(f), int(p)) for x, f, p in d.get("xa") or ())
+        return cls(str(d["file"]), int(d["pos"]), int(d["ts"]), xa)
 
     def __str__(self) -> str:
-        return f"{self.file}:{self.pos}@{self.ts}"
+        open_xa = f" (+{len(self.xa)} prepared XA)" if self.xa else ""
+        return f"{self.file}:{self.pos}@{self.ts}{open_xa}"

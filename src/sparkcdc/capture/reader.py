@@ -8,11 +8,24 @@ from dataclasses import dataclass, field
 
 from sparkcdc.capture.offset import Offset
 from sparkcdc.capture.protocol import BinlogStream
+from sparkcdc.capture.row_image import check_full_image
 from sparkcdc.capture.rowcodec import RowDecoder, TimestampRenderer, row_changes, rows_event_images
 from sparkcdc.capture.tablemap import TableMap, table_info_from_map
-from sparkcdc.capture.txnstream import Begin, End, Idle, QueryItem, RowsItem, TableMapItem, TxnStream
+from sparkcdc.capture.txnstream import (
+    Begin,
+    End,
+    Idle,
+    QueryItem,
+    RollbackTo,
+    RowsItem,
+    Savepoint,
+    TableMapItem,
+    TxnStream,
+    XaCommit,
+    XaStart,
+)
 from sparkcdc.capture.upstream import UpstreamConfig
-from sparkcdc.errors import UpstreamSetupError
+from sparkcdc.errors import BinlogPurgedError, DecodeError, UpstreamSetupError
 from sparkcdc.model import BinlogPosition, RowChange, TableInfo
 
 log = logging.getLogger(__name__)
@@ -137,7 +150,12 @@ class RowReader:
                 yield item  # type: ignore[misc]
 
     def event_batches(self) -> Iterator[list[RowChange] | Offset]:
-        """``events`` with the RowChanges of each ROWS event as one list (one table, one transaction)."""
+        """``events`` with the RowChanges of each ROWS event as one list (one table, one transaction).
+
+        Only what a transaction committed is yielded: rows a ``ROLLBACK TO`` undid, rows of a
+        transaction the server logged and rolled back, and rows of an XA transaction's first phase
+        (delivered by its ``XA COMMIT``, with that transaction's commit_ts) are not.
+        """
         end_key = self.end.key() if self.end is not None else None
         if end_key is not None and self.start.key() >= end_key:
             return
@@ -150,59 +168,27 @@ class RowReader:
         )
         try:
             txs = TxnStream(stream, self.start)
-            ts = 0
-            seq = 0
-            pos: BinlogPosition | None = None
+            txn = _Txn()
             by_id: dict[int, tuple[TableMap, RowDecoder | None, TableInfo | None]] = {}
             for item in txs.items():
                 if isinstance(item, RowsItem):
-                    entry = by_id.get(item.table_id)
-                    if entry is None:
+                    if txn.skip_rows:
                         continue
-                    tm, dec, info = entry
-                    if dec is None or info is None:
-                        self.stats.skipped_rows_events += 1
-                        continue
-                    schema, table, version = tm.schema, tm.table, info.version
-                    op = item.op
-                    if op == "P":
-                        raise partial_update_error(self.upstream, schema, table, pos)
-                    rows = row_changes(
-                        op,
-                        schema,
-                        table,
-                        version,
-                        ts,
-                        rows_event_images(dec, item.body, item.version, op),
-                        seq,
-                        pos,
-                    )
-                    seq += len(rows)
-                    self.stats.rows += 1 if seq else 0
+                    rows = self._rows(item, by_id, txn)
                     if rows:
-                        self.last_rows_bytes = len(item.body)
-                        yield rows
+                        yield from txn.add(rows, txs.where())
                 elif isinstance(item, TableMapItem):
-                    tm = item.tm
-                    cached = self._decoders.get(tm.table_id)
-                    if (
-                        cached is None
-                        or cached[0].names != tm.names
-                        or cached[0].types != tm.types
-                        or (cached[0].schema, cached[0].table) != (tm.schema, tm.table)
-                        or cached[0].meta != tm.meta
-                    ):
-                        cached = self._decoder(tm)
-                        self._decoders[tm.table_id] = cached
-                    by_id[tm.table_id] = cached
+                    by_id[item.tm.table_id] = self._table_map(item.tm)
                 elif isinstance(item, Begin):
-                    ts = item.ts
-                    seq = 0
-                    pos = BinlogPosition(item.start.file, item.start.pos, item.gtid)
+                    txn = _Txn(item.ts, BinlogPosition(item.start.file, item.start.pos, item.gtid))
                     by_id = {}
                     if self.shapes_from is not None:
                         self.shapes.mismatch_expected = item.start.key() < self.shapes_from
                 elif isinstance(item, End):
+                    if item.outcome == "commit":
+                        yield from txn.release()
+                    else:
+                        txn.discard(item.outcome, txs.where())
                     self.stats.txns += 1
                     self.stats.bytes += item.nbytes
                     self.position = item.end
@@ -216,10 +202,224 @@ class RowReader:
                     # no End reaches it, the idle position does.
                     if not self.blocking or (end_key is not None and item.at.key() >= end_key):
                         return
-                elif isinstance(item, QueryItem):
-                    continue
+                elif isinstance(item, Savepoint):
+                    txn.savepoint(item.name)
+                elif isinstance(item, RollbackTo):
+                    txn.rollback_to(item.name, txs.where())
+                elif isinstance(item, XaStart):
+                    txn.xa_first_phase(item.prepared)
+                elif isinstance(item, XaCommit):
+                    at = item.prepared or find_prepared(self.upstream, item.xid, txs.offset())
+                    for rows in self._prepared_rows(at, txn):
+                        yield from txn.add(rows, txs.where())
         finally:
             stream.close()
+
+    def _table_map(self, tm: TableMap) -> tuple[TableMap, RowDecoder | None, TableInfo | None]:
+        cached = self._decoders.get(tm.table_id)
+        if (
+            cached is None
+            or cached[0].names != tm.names
+            or cached[0].types != tm.types
+            or (cached[0].schema, cached[0].table) != (tm.schema, tm.table)
+            or cached[0].meta != tm.meta
+        ):
+            cached = self._decoder(tm)
+            self._decoders[tm.table_id] = cached
+        return cached
+
+    def _rows(
+        self,
+        item: RowsItem,
+        by_id: dict[int, tuple[TableMap, RowDecoder | None, TableInfo | None]],
+        txn: _Txn,
+    ) -> list[RowChange]:
+        """The row changes of one ROWS event (none for a table outside the filter)."""
+        entry = by_id.get(item.table_id)
+        if entry is None:
+            raise DecodeError(
+                f"a ROWS event for table id {item.table_id} without its TABLE_MAP in the transaction at "
+                f"{txn.where()}"
+            )
+        tm, dec, info = entry
+        if dec is None or info is None:
+            self.stats.skipped_rows_events += 1
+            return []
+        op = item.op
+        if op == "P":
+            raise partial_update_error(self.upstream, tm.schema, tm.table, txn.pos)
+        check_full_image(
+            item.body,
+            item.version,
+            op,
+            tm.column_count,
+            table=f"{tm.schema}.{tm.table}",
+            where=f"the transaction at {txn.where()}",
+        )
+        rows = row_changes(
+            op,
+            tm.schema,
+            tm.table,
+            info.version,
+            txn.ts,
+            rows_event_images(dec, item.body, item.version, op),
+            txn.seq,
+            txn.pos,
+        )
+        txn.seq += len(rows)
+        self.stats.rows += 1 if txn.seq else 0
+        self.last_rows_bytes = len(item.body)
+        return rows
+
+    def _prepared_rows(self, at: Offset, txn: _Txn) -> Iterator[list[RowChange]]:
+        """The rows of the XA transaction prepared at ``at``, as rows of ``txn`` (its XA COMMIT)."""
+        stream = BinlogStream(self.upstream, at.file, at.pos, blocking=False, heartbeat_s=self.heartbeat_s)
+        try:
+            by_id: dict[int, tuple[TableMap, RowDecoder | None, TableInfo | None]] = {}
+            began = False
+            for item in TxnStream(stream, at).items():
+                if isinstance(item, Begin):
+                    if began:
+                        break
+                    began = True
+                elif isinstance(item, TableMapItem):
+                    by_id[item.tm.table_id] = self._table_map(item.tm)
+                elif isinstance(item, RowsItem):
+                    rows = self._rows(item, by_id, txn)
+                    if rows:
+                        yield rows
+                elif isinstance(item, End):
+                    if item.outcome != "xa_prepare":
+                        raise DecodeError(
+                            f"XA COMMIT in the transaction at {txn.where()} names the transaction at "
+                            f"{at.file}:{at.pos}, which is no prepared XA transaction"
+                        )
+                    return
+            raise BinlogPurgedError(
+                f"XA COMMIT in the transaction at {txn.where()}: its prepared transaction at {at.file}:{at.pos} "
+                "is no longer whole in the upstream binlog"
+            )
+        finally:
+            stream.close()
+
+
+HOLD_ROWS = 200_000
+"""Row changes a transaction may hold back after a SAVEPOINT (see ``_Txn``) before it sends them."""
+
+
+class _Txn:
+    """The row changes of one transaction on their way out.
+
+    Rows stream out as they are decoded, except after a SAVEPOINT (a later ``ROLLBACK TO`` may undo
+    them) and in a MySQL XA transaction's first phase (its end says whether it committed in one
+    phase): those wait for the transaction's end. A MariaDB XA prepare is known at its start: its
+    rows are not decoded at all (``XA COMMIT`` reads them again).
+    """
+
+    def __init__(self, ts: int = 0, pos: BinlogPosition | None = None) -> None:
+        self.ts = ts
+        self.pos = pos
+        self.seq = 0
+        self.held: list[list[RowChange]] | None = None
+        self.held_rows = 0
+        self.savepoints: dict[str, tuple[int, int, int]] = {}
+        """name -> (held lists, held rows, seq) at the SAVEPOINT."""
+        self.sent = False
+        """Some rows were sent already: a later ROLLBACK cannot undo them."""
+        self.sent_past_savepoint = False
+        self.skip_rows = False
+
+    def where(self) -> str:
+        return f"{self.pos.file}:{self.pos.pos}" if self.pos is not None else "?"
+
+    def add(self, rows: list[RowChange], where: str) -> Iterator[list[RowChange]]:
+        if self.held is None:
+            self.sent = True
+            yield rows
+            return
+        self.held.append(rows)
+        self.held_rows += len(rows)
+        if self.held_rows > HOLD_ROWS and self.savepoints:
+            # A transaction this large after a SAVEPOINT: send what is held; a ROLLBACK TO of it fails.
+            self.sent_past_savepoint = True
+            self.savepoints.clear()
+            yield from self.release()
+            self.held = []
+
+    def release(self) -> Iterator[list[RowChange]]:
+        held, self.held, self.held_rows = self.held or [], None, 0
+        if held:
+            self.sent = True
+        yield from held
+
+    def savepoint(self, name: str) -> None:
+        if self.held is None:
+            self.held = []
+        self.savepoints.pop(name, None)  # a savepoint set again moves
+        self.savepoints[name] = (len(self.held), self.held_rows, self.seq)
+
+    def rollback_to(self, name: str, where: str) -> None:
+        mark = self.savepoints.get(name)
+        if mark is None or self.held is None:
+            why = (
+                f"more than {HOLD_ROWS} row changes followed a SAVEPOINT and were sent"
+                if self.sent_past_savepoint
+                else f"no SAVEPOINT {name!r} came before it"
+            )
+            raise DecodeError(
+                f"ROLLBACK TO {name!r} at {where} in the transaction at {self.where()}: {why}; "
+                "no change of this transaction was committed"
+            )
+        n_lists, n_rows, self.seq = mark
+        del self.held[n_lists:]
+        self.held_rows = n_rows
+        names = list(self.savepoints)
+        for later in names[names.index(name) + 1 :]:
+            del self.savepoints[later]
+
+    def xa_first_phase(self, prepared: bool) -> None:
+        if prepared:
+            self.skip_rows = True
+        elif self.held is None:
+            self.held = []
+
+    def discard(self, outcome: str, where: str) -> None:
+        if self.sent and outcome == "rollback":
+            raise DecodeError(
+                f"the transaction at {self.where()} ends with ROLLBACK at {where} after its rows were sent; "
+                "sparkcdc holds back a transaction's rows only after a SAVEPOINT"
+            )
+        self.held, self.held_rows = None, 0
+
+
+def find_prepared(up: UpstreamConfig, xid: str, before: Offset) -> Offset:
+    """Where the XA transaction ``xid``, still prepared at ``before``, was prepared.
+
+    For an ``XA COMMIT`` whose prepare the reader's offset does not name (it was prepared before
+    the changefeed's start): the binlog files still on the upstream are scanned up to ``before``.
+    """
+    from sparkcdc.capture.start import _file_start, binary_logs
+
+    conn = up.connect()
+    try:
+        files = [name for name, _size in binary_logs(conn)]
+    finally:
+        conn.close()
+    if files:
+        first = Offset(files[0], 4, _file_start(up, files[0], files)[0])
+        last = first
+        for txn in Scanner(up).scan(first, stop=lambda t: t.end.key() >= before.key()):
+            if txn.end.key() > before.key():
+                break
+            last = txn.end
+        for x, f, p in last.xa:
+            if x == xid:
+                return Offset(f, p, 0)
+    raise BinlogPurgedError(
+        f"XA COMMIT {xid} at {before.file}:{before.pos}: its XA PREPARE is no longer in the upstream "
+        f"binlog (files {files[0] if files else '-'} to {files[-1] if files else '-'}), so its rows "
+        "cannot be read; start a new changefeed with a snapshot of the tables it changed"
+    )
 
 
 @dataclass
@@ -267,6 +467,10 @@ class Scanner:
                 elif isinstance(item, QueryItem):
                     if cur is not None:
                         cur.queries.append((item.schema, item.query))
+                elif isinstance(item, XaCommit):
+                    if cur is not None:
+                        at = item.prepared or find_prepared(self.upstream, item.xid, txs.offset())
+                        cur.tables.update(self.prepared_tables(at))
                 elif isinstance(item, End):
                     if cur is None:
                         continue
@@ -286,3 +490,17 @@ class Scanner:
                     return
         finally:
             stream.close()
+
+    def prepared_tables(self, at: Offset) -> set[tuple[str, str]]:
+        """The tables the XA transaction prepared at ``at`` changes."""
+        stream = BinlogStream(self.upstream, at.file, at.pos, blocking=False, heartbeat_s=self.heartbeat_s)
+        tables: set[tuple[str, str]] = set()
+        try:
+            for item in TxnStream(stream, at, want_rows=False).items():
+                if isinstance(item, TableMapItem):
+                    tables.add((item.tm.schema, item.tm.table))
+                elif isinstance(item, (End, Idle)):
+                    break
+        finally:
+            stream.close()
+        return tables

@@ -18,6 +18,8 @@ Every start point becomes an ``Offset`` here. ``sparkcdc run`` starts top to bot
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pymysql
 
 from sparkcdc.capture.gtid import MysqlGtidSet, parse_start_gtid
@@ -70,7 +72,7 @@ def offset_for_position(up: UpstreamConfig, file: str, pos: int) -> Offset:
         if txn.start.key() >= target:
             # pos lies in the gap before this transaction: no transaction between last and pos
             if _event_boundary(up, file, last.pos, pos):
-                return Offset(file, pos, last.ts)
+                return replace(last, pos=pos)
             break
         last = txn.end
         if txn.end.key() == target:
@@ -80,7 +82,7 @@ def offset_for_position(up: UpstreamConfig, file: str, pos: int) -> Offset:
     else:
         head = scan_head(up, last)
         if last.key() <= target <= head.key() and _event_boundary(up, file, last.pos, pos):
-            return Offset(file, pos, last.ts)
+            return replace(last, pos=pos)
     raise ConfigError(
         f"binlog position {file}:{pos} is not a transaction boundary; use a position printed by "
         "SHOW MASTER STATUS (SHOW BINARY LOG STATUS on MySQL 8.2+) or an Exec_Master_Log_Pos"
@@ -183,7 +185,7 @@ def offset_for_ts(up: UpstreamConfig, start_ts: int) -> Offset:
 
 
 def _at_least(offset: Offset, ts: int) -> Offset:
-    return offset if offset.ts >= ts else Offset(offset.file, offset.pos, ts)
+    return offset if offset.ts >= ts else replace(offset, ts=ts)
 
 
 def head_offset(up: UpstreamConfig) -> Offset:

@@ -8,11 +8,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from sparkcdc.capture import protocol as P
+from sparkcdc.capture.compressed import PLAIN_TYPE, uncompress_event
 from sparkcdc.capture.gtid import parse_mysql_gtid_event
 from sparkcdc.capture.offset import Offset, file_start_ts, next_ts
 from sparkcdc.capture.payload import payload_events
 from sparkcdc.capture.protocol import BinlogStream, RawEvent
+from sparkcdc.capture.statement_kind import StatementKind, classify, savepoint_name, xa_xid
 from sparkcdc.capture.tablemap import TableMap, parse_table_map
+from sparkcdc.errors import DecodeError, UpstreamSetupError
 
 
 @dataclass(slots=True)
@@ -46,18 +49,66 @@ class RowsItem:
 
 @dataclass(slots=True)
 class QueryItem:
-    """A QUERY event that is not BEGIN/COMMIT (DDL or other statements)."""
+    """A DDL statement (a QUERY event that is neither transaction nor XA control)."""
 
     query: str
     schema: str
 
 
 @dataclass(slots=True)
+class Savepoint:
+    """``SAVEPOINT name`` inside the current transaction: a later ``RollbackTo`` may undo what follows."""
+
+    name: str
+
+
+@dataclass(slots=True)
+class RollbackTo:
+    """``ROLLBACK TO name``: the row events since ``SAVEPOINT name`` did not happen.
+
+    The server writes it only when the transaction also changed a non-transactional table; otherwise
+    it drops those row events from the transaction before writing it.
+    """
+
+    name: str
+
+
+@dataclass(slots=True)
+class XaStart:
+    """The transaction is the first phase of an XA transaction ``xid``.
+
+    ``prepared``: the server said so at its start (MariaDB's GTID flag), so its rows are never the
+    changes of this transaction; otherwise (MySQL) its end tells: ``End.outcome`` is ``xa_prepare``,
+    or ``commit`` for ``XA COMMIT ... ONE PHASE``.
+    """
+
+    xid: str
+    prepared: bool
+
+
+@dataclass(slots=True)
+class XaCommit:
+    """``XA COMMIT xid``: the rows of the prepared transaction at ``prepared`` are this transaction's.
+
+    ``prepared`` is the start of the prepared transaction in the binlog, or None when it was prepared
+    before this stream's start offset and the offset does not name it (the reader looks it up).
+    """
+
+    xid: str
+    prepared: Offset | None
+
+
+@dataclass(slots=True)
 class End:
-    """The transaction ended; ``end`` is the boundary after it (with ts = its commit_ts)."""
+    """The transaction ended; ``end`` is the boundary after it (with ts = its commit_ts).
+
+    ``outcome``: ``commit``; ``rollback`` (the server logged it and rolled it back: nothing of it
+    happened); ``xa_prepare`` (its rows wait for an ``XA COMMIT`` later in the binlog).
+    """
 
     end: Offset
     nbytes: int
+    outcome: str = "commit"
 
 
 @dataclass(slots=True)
@@ -67,7 +118,11 @@ class Idle:
     at: Offset
 
 
-Item = Begin | TableMapItem | RowsItem | QueryItem | End | Idle
+Item = Begin | TableMapItem | RowsItem | QueryItem | Savepoint | RollbackTo | XaStart | XaCommit | End | Idle
+
+COMMIT = "commit"
+ROLLBACK = "rollback"
+XA_PREPARE = "xa_prepare"
 
 
 def parse_query(body: bytes) -> tuple[str, str]:
@@ -79,33 +134,143 @@ def parse_query(body: bytes) -> tuple[str, str]:
     return schema, body[p:].decode("utf-8", "surrogateescape")
 
 
-def parse_maria_gtid(body: bytes, server_id: int) -> tuple[str, int]:
-    """(gtid text, flags) of a MariaDB GTID event."""
-    seq, domain, flags = struct.unpack_from("<QIB", body, 0)
-    return f"{domain}-{server_id}-{seq}", flags
-
-
 FL_STANDALONE = 1
+FL_GROUP_COMMIT_ID = 2
+FL_PREPARED_XA = 64
+FL_COMPLETED_XA = 128
+
+
+def xid_key(format_id: int, gtrid: bytes, bqual: bytes) -> str:
+    """An XA transaction's id in ``statement_kind.xa_xid``'s form: ``X'GTRID',X'BQUAL',formatID``."""
+    return f"X'{gtrid.hex().upper()}',X'{bqual.hex().upper()}',{format_id}"
+
+
+def xid_of_statement(query: str) -> str:
+    """The id of the XA statement ``query`` (``XA COMMIT X'31',X'',1`` -> ``X'31',X'',1``)."""
+    xid = xa_xid(query)
+    if xid is None:
+        raise DecodeError(f"cannot read the XA transaction id of {query[:200]!r}")
+    return xid
+
+
+def parse_maria_gtid(body: bytes, server_id: int) -> tuple[str, int, str | None]:
+    """(gtid text, flags, XA id or None) of a MariaDB GTID event."""
+    seq, domain, flags = struct.unpack_from("<QIB", body, 0)
+    xid = None
+    if flags & (FL_PREPARED_XA | FL_COMPLETED_XA):
+        p = 13 + (8 if flags & FL_GROUP_COMMIT_ID else 0)
+        format_id, glen, blen = struct.unpack_from("<IBB", body, p)
+        data = body[p + 6 : p + 6 + glen + blen]
+        xid = xid_key(format_id, data[:glen], data[glen:])
+    return f"{domain}-{server_id}-{seq}", flags, xid
+
+
+def parse_xa_prepare(body: bytes) -> tuple[bool, str]:
+    """(one phase, XA id) of an XA_PREPARE_LOG_EVENT body."""
+    one_phase, format_id, glen, blen = struct.unpack_from("<BIII", body, 0)
+    data = body[13 : 13 + glen + blen]
+    return bool(one_phase), xid_key(format_id, data[:glen], data[glen:])
+
+
+def _savepoint_name(query: str) -> str:
+    """The savepoint a SAVEPOINT / ROLLBACK TO statement names."""
+    name = savepoint_name(query)
+    if name is None:
+        raise DecodeError(f"cannot read the savepoint name of {query[:200]!r}")
+    return name
+
+
+NOTHING_FOR_US: dict[int, str] = {
+    P.STOP_EVENT: "the server stopped; the next file follows",
+    P.INTVAR_EVENT: "context of a statement-format query, which is refused when it follows",
+    P.RAND_EVENT: "context of a statement-format query, which is refused when it follows",
+    P.USER_VAR_EVENT: "context of a statement-format query, which is refused when it follows",
+    P.IGNORABLE_EVENT: "written to be ignored by readers that do not know it",
+    P.ROWS_QUERY_EVENT: "the statement's text beside its row events (informational)",
+    P.MARIA_ANNOTATE_ROWS: "the statement's text beside its row events (informational)",
+    P.PREVIOUS_GTIDS_EVENT: "the GTIDs of earlier files",
+    P.MARIA_GTID_LIST: "the GTIDs of earlier files",
+    P.MARIA_BINLOG_CHECKPOINT: "crash recovery bookkeeping of the server",
+    P.MARIA_START_ENCRYPTION: "the file is encrypted on disk; the server sends its events decrypted",
+}
+"""Event types that carry nothing for a captured table, and why."""
+
+REFUSED: dict[int, str] = {
+    P.UNKNOWN_EVENT: "an invalid event",
+    P.START_EVENT_V3: "a binlog of MySQL before 5.0",
+    P.LOAD_EVENT: "statement-format LOAD DATA (binlog_format is not ROW)",
+    P.SLAVE_EVENT: "never written by a server",
+    P.CREATE_FILE_EVENT: "statement-format LOAD DATA (binlog_format is not ROW)",
+    P.APPEND_BLOCK_EVENT: "statement-format LOAD DATA (binlog_format is not ROW)",
+    P.EXEC_LOAD_EVENT: "statement-format LOAD DATA (binlog_format is not ROW)",
+    P.DELETE_FILE_EVENT: "statement-format LOAD DATA (binlog_format is not ROW)",
+    P.NEW_LOAD_EVENT: "statement-format LOAD DATA (binlog_format is not ROW)",
+    P.BEGIN_LOAD_QUERY_EVENT: "statement-format LOAD DATA (binlog_format is not ROW)",
+    P.EXECUTE_LOAD_QUERY_EVENT: "statement-format LOAD DATA (binlog_format is not ROW)",
+    P.PRE_GA_WRITE_ROWS_EVENT: "row events of MySQL 5.1 before GA",
+    P.PRE_GA_UPDATE_ROWS_EVENT: "row events of MySQL 5.1 before GA",
+    P.PRE_GA_DELETE_ROWS_EVENT: "row events of MySQL 5.1 before GA",
+    P.INCIDENT_EVENT: "the server lost changes it could not log (an incident); a replica stops here too",
+    P.TRANSACTION_CONTEXT_EVENT: "MySQL group replication, which sparkcdc does not read",
+    P.VIEW_CHANGE_EVENT: "MySQL group replication, which sparkcdc does not read",
+    P.MYSQL_GTID_TAGGED_EVENT: "a MySQL 8.3+ tagged GTID, which sparkcdc does not read yet",
+}
+"""Event types sparkcdc refuses, and what they mean: a changefeed meeting one fails, naming it."""
+
+HANDLED = frozenset(
+    {
+        P.QUERY_EVENT,
+        P.ROTATE_EVENT,
+        P.FORMAT_DESCRIPTION_EVENT,
+        P.XID_EVENT,
+        P.TABLE_MAP_EVENT,
+        P.HEARTBEAT_EVENT,
+        P.HEARTBEAT_EVENT_V2,
+        P.MYSQL_GTID_EVENT,
+        P.ANONYMOUS_GTID_EVENT,
+        P.XA_PREPARE_EVENT,
+        P.PARTIAL_UPDATE_ROWS_EVENT,
+        P.TRANSACTION_PAYLOAD_EVENT,
+        P.MARIA_GTID_EVENT,
+        *P.ROWS_EVENTS,
+        *PLAIN_TYPE,
+    }
+)
+"""Event types ``TxnStream`` decodes."""
 
 
 class TxnStream:
-    """Turns a BinlogStream into transaction items with a deterministic commit_ts chain."""
+    """Turns a BinlogStream into transaction items with a deterministic commit_ts chain.
+
+    Open XA transactions (prepared, not yet committed or rolled back) travel in the offsets
+    (``Offset.xa``): ``XA COMMIT`` names where the prepared rows are.
+    """
 
     def __init__(self, stream: BinlogStream, start: Offset, *, want_rows: bool = True) -> None:
         self.stream = stream
         self.file = start.file
         self.pos = start.pos
         self.ts = start.ts
+        self.xa: dict[str, tuple[str, int]] = {xid: (f, p) for xid, f, p in start.xa}
         self.want_rows = want_rows
         self._in_txn = False
         self._standalone = False
         self._txn_start = 0
+        self._begin_at: Offset | None = None
+        self._xa_xid: str | None = None
+        """The XA transaction the current one prepares (its first phase)."""
         self._mariadb = True
         """Whether a MariaDB server wrote the binlog (from the format description event)."""
+        self._new_file = False
 
     def offset(self) -> Offset:
         """The current boundary (valid between transactions)."""
-        return Offset(self.file, self.pos, self.ts)
+        xa = tuple(sorted((xid, f, p) for xid, (f, p) in self.xa.items()))
+        return Offset(self.file, self.pos, self.ts, xa)
+
+    def where(self) -> str:
+        """The current position, for messages."""
+        return f"{self.file}:{self.pos}"
 
     def items(self) -> Iterator[Item]:
         """Items in binlog order."""
@@ -117,14 +282,19 @@ class TxnStream:
         self._in_txn = True
         self._txn_start = self.pos
         start = self.offset()
+        self._begin_at = start
+        self._xa_xid = None
         self.ts = next_ts(self.ts, ev.timestamp)
         return Begin(self.ts, start, gtid)
 
-    def _end(self, ev: RawEvent) -> End:
+    def _end(self, ev: RawEvent, outcome: str = COMMIT) -> End:
         self._in_txn = False
         self._standalone = False
+        if outcome == XA_PREPARE and self._xa_xid is not None and self._begin_at is not None:
+            self.xa[self._xa_xid] = (self._begin_at.file, self._begin_at.pos)
+        self._xa_xid = None
         self._advance(ev)
-        return End(self.offset(), self.pos - self._txn_start)
+        return End(self.offset(), self.pos - self._txn_start, outcome)
 
     def _advance(self, ev: RawEvent) -> None:
         if ev.log_pos:
@@ -138,6 +308,43 @@ class TxnStream:
                 yield RowsItem(op, ver, int.from_bytes(ev.body[0:6], "little"), ev.body)
             self._advance(ev)
             return
+        if t in PLAIN_TYPE:
+            # MariaDB's log_bin_compress: the same event, its large part compressed.
+            if t == P.MARIA_QUERY_COMPRESSED or self.want_rows:
+                yield from self._handle(uncompress_event(ev, self.where()))
+            else:
+                self._advance(ev)
+            return
+        if t == P.TABLE_MAP_EVENT:
+            yield TableMapItem(parse_table_map(ev.body, mariadb=self._mariadb))
+            self._advance(ev)
+            return
+        if t == P.XID_EVENT:
+            yield self._end(ev)
+            return
+        if t == P.QUERY_EVENT:
+            yield from self._query(ev)
+            return
+        if t == P.MARIA_GTID_EVENT:
+            gtid, flags, xid = parse_maria_gtid(ev.body, ev.server_id)
+            yield self._begin(ev, gtid)
+            self._standalone = bool(flags & FL_STANDALONE)
+            if flags & FL_PREPARED_XA and xid is not None:
+                self._xa_xid = xid
+                yield XaStart(xid, True)
+            self._advance(ev)
+            return
+        if t in (P.MYSQL_GTID_EVENT, P.ANONYMOUS_GTID_EVENT):
+            yield self._begin(ev, parse_mysql_gtid_event(ev.body) if t == P.MYSQL_GTID_EVENT else None)
+            self._standalone = True  # until a BEGIN query says otherwise
+            self._advance(ev)
+            return
+        if t == P.XA_PREPARE_EVENT:
+            one_phase, xid = parse_xa_prepare(ev.body)
+            if not one_phase:
+                self._xa_xid = xid
+            yield self._end(ev, COMMIT if one_phase else XA_PREPARE)
+            return
         if t == P.PARTIAL_UPDATE_ROWS_EVENT:
             if self.want_rows:
                 yield RowsItem("P", 2, int.from_bytes(ev.body[0:6], "little"), ev.body)
@@ -147,45 +354,6 @@ class TxnStream:
             # A compressed transaction (MySQL 8.0.20+): its events, read as if they stood in the file.
             for inner in payload_events(ev):
                 yield from self._handle(inner)
-            return
-        if t == P.TABLE_MAP_EVENT:
-            yield TableMapItem(parse_table_map(ev.body, mariadb=self._mariadb))
-            self._advance(ev)
-            return
-        if t == P.XID_EVENT:
-            yield self._end(ev)
-            return
-        if t == P.MARIA_GTID_EVENT:
-            gtid, flags = parse_maria_gtid(ev.body, ev.server_id)
-            yield self._begin(ev, gtid)
-            self._standalone = bool(flags & FL_STANDALONE)
-            self._advance(ev)
-            return
-        if t in (P.MYSQL_GTID_EVENT, P.ANONYMOUS_GTID_EVENT):
-            yield self._begin(ev, parse_mysql_gtid_event(ev.body) if t == P.MYSQL_GTID_EVENT else None)
-            self._standalone = True  # until a BEGIN query says otherwise
-            self._advance(ev)
-            return
-        if t == P.QUERY_EVENT:
-            schema, query = parse_query(ev.body)
-            q = query.strip().upper()
-            if q == "BEGIN" or q.startswith("XA START"):
-                if not self._in_txn:
-                    yield self._begin(ev, None)
-                self._standalone = False
-                self._advance(ev)
-                return
-            if q in ("COMMIT", "ROLLBACK") or q.startswith("XA END") or q.startswith("XA COMMIT"):
-                yield self._end(ev)
-                return
-            if not self._in_txn:
-                yield self._begin(ev, None)
-                self._standalone = True
-            yield QueryItem(query, schema)
-            if self._standalone:
-                yield self._end(ev)
-            else:
-                self._advance(ev)
             return
         if t == P.ROTATE_EVENT:
             pos = struct.unpack_from("<Q", ev.body, 0)[0]
@@ -200,7 +368,7 @@ class TxnStream:
             self._mariadb = b"MariaDB" in ev.body[2:52]
             # A file's own FDE (real or resent at dump start) fixes the chain at its start; a
             # chain carried over from the previous file (same-second rotation) is never lowered.
-            if self.pos <= 4 or getattr(self, "_new_file", False):
+            if self.pos <= 4 or self._new_file:
                 self.ts = max(file_start_ts(_fde_created(ev)), self.ts)
                 self._new_file = False
             self._advance(ev)
@@ -209,8 +377,84 @@ class TxnStream:
             if not self._in_txn:
                 yield Idle(self.offset())
             return
-        # GTID_LIST, BINLOG_CHECKPOINT, ANNOTATE_ROWS, STOP and others carry nothing we need.
-        self._advance(ev)
+        if t in NOTHING_FOR_US:
+            self._advance(ev)
+            return
+        raise UpstreamSetupError(
+            f"binlog event {P.event_name(t)} at {self.where()}: {REFUSED.get(t, 'sparkcdc does not know it')}; "
+            "sparkcdc reads binlog_format=ROW binlogs of MariaDB 10.x+ and MySQL 8; "
+            "no change after this position was delivered"
+        )
+
+    def _query(self, ev: RawEvent) -> Iterator[Item]:
+        """A QUERY event: transaction or XA control, DDL, or a statement sparkcdc refuses."""
+        schema, query = parse_query(ev.body)
+        kind = classify(query)
+        K = StatementKind
+        if kind is K.BEGIN:
+            if not self._in_txn:
+                yield self._begin(ev, None)
+            self._standalone = False
+            self._advance(ev)
+            return
+        if kind is K.XA_START:
+            if not self._in_txn:
+                yield self._begin(ev, None)
+            self._standalone = False
+            if self._xa_xid is None:
+                self._xa_xid = xid_of_statement(query)
+                yield XaStart(self._xa_xid, False)
+            self._advance(ev)
+            return
+        if kind is K.COMMIT or kind is K.XA_COMMIT_ONE_PHASE:
+            yield self._end(ev)
+            return
+        if kind is K.ROLLBACK:
+            yield self._end(ev, ROLLBACK)
+            return
+        if kind in (K.XA_COMMIT, K.XA_ROLLBACK):
+            xid = xid_of_statement(query)
+            if not self._in_txn:
+                yield self._begin(ev, None)
+            prepared = self.xa.pop(xid, None)
+            if kind is K.XA_COMMIT:
+                at = Offset(prepared[0], prepared[1], 0) if prepared is not None else None
+                yield XaCommit(xid, at)
+            yield self._end(ev)
+            return
+        if kind in (K.SAVEPOINT, K.ROLLBACK_TO_SAVEPOINT, K.RELEASE_SAVEPOINT, K.XA_END, K.TEMPORARY_DDL):
+            if kind is K.SAVEPOINT:
+                yield Savepoint(_savepoint_name(query))
+            elif kind is K.ROLLBACK_TO_SAVEPOINT:
+                yield RollbackTo(_savepoint_name(query))
+            if not self._in_txn:
+                # A statement of its own (DROP TEMPORARY TABLE at a session's end): an empty transaction.
+                yield self._begin(ev, None)
+                yield self._end(ev)
+            else:
+                self._advance(ev)
+            return
+        if kind is K.DML:
+            raise UpstreamSetupError(
+                f"a row change logged as a statement at {self.where()} ({query[:200]!r}): the upstream "
+                "wrote it with binlog_format STATEMENT or MIXED, so its rows are not in the binlog; run "
+                "SET GLOBAL binlog_format=ROW on the upstream (and binlog_format=ROW in its my.cnf), then "
+                "start the changefeed again from after this position with a snapshot of the tables it "
+                "changed"
+            )
+        if kind is not K.DDL and self._in_txn and not self._standalone:
+            raise UpstreamSetupError(
+                f"a statement sparkcdc cannot classify inside the transaction at {self.where()}: "
+                f"{query[:200]!r}; no change after this position was delivered"
+            )
+        if not self._in_txn:
+            yield self._begin(ev, None)
+            self._standalone = True
+        yield QueryItem(query, schema)
+        if self._standalone:
+            yield self._end(ev)
+        else:
+            self._advance(ev)
 
 
 def _fde_created(ev: RawEvent) -> int:

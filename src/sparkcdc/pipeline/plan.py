@@ -2,7 +2,9 @@
 
 A batch ends at a transaction boundary. Every DDL is a batch of its own (its
 end offset carries the DDL events), so a sink applies a DDL after every earlier
-row is durable and before any later row. A DML batch is split into segments of
+row is durable and before any later row. A DDL whose transaction also wrote rows
+(``CREATE TABLE ... SELECT``) carries them as the batch's segments: the sink
+applies the DDL, then writes them, with the DDL's commit_ts. A DML batch is split into segments of
 whole transactions that Spark tasks decode in parallel.
 
 At the binlog head a batch may hold no transaction: its end offset is the start's
@@ -16,7 +18,7 @@ transaction a larger commit_ts on a replay too.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sparkcdc.capture.ddl_kind import ddl_event_kinds
@@ -103,6 +105,8 @@ class BatchPlan:
         d = self.end.to_json()
         if self.is_ddl:
             d["ddl"] = [ddl_to_dict(e) for e in self.ddls]
+            if self.segments:
+                d["segments"] = len(self.segments)  # the rows of the DDL's own transaction
         else:
             # How many Spark partitions read the batch: one means rows arrive already in commit order.
             d["segments"] = len(self.segments)
@@ -206,7 +210,7 @@ class Planner:
             resolved = min(resolved, target)
         if resolved <= start.ts:
             return None
-        plan = BatchPlan(start, Offset(start.file, start.pos, resolved))
+        plan = BatchPlan(start, replace(start, ts=resolved))
         self._catalog_at = plan.end  # no DDL in between: the catalog at start is the catalog at its end
         return plan
 
@@ -239,6 +243,8 @@ class Planner:
             # The history already has these DDLs: a dropped one still changes the shape later rows have.
             visible = [e for e in visible if not self._ignored_ddl(e)]
         plan = BatchPlan(start, txn.end, ddls=visible, is_ddl=True)
+        # CREATE TABLE ... SELECT: the rows of the statement's transaction follow its DDL.
+        self._add_rows(plan, [txn], cat)
         self._catalog_at = txn.end
         self._plans[(start, txn.end)] = plan
         return plan
@@ -257,7 +263,8 @@ class Planner:
             return txn.end.key() > (file_seq(str(bp[0])), int(bp[1]))
         return txn.ts > self.spec.bootstrap_ts
 
-    def _dml_batch(self, start: Offset, txns: list[TxnInfo], cat: Any) -> BatchPlan:
+    def _add_rows(self, plan: BatchPlan, txns: list[TxnInfo], cat: Any) -> None:
+        """The segments and table shapes of ``txns``' rows (none when no captured table has one)."""
         tables: dict[tuple[str, str], TableInfo] = {}
         for t in txns:
             for key in t.tables:
@@ -265,8 +272,14 @@ class Planner:
                     info = cat.get(*key)
                     if info is not None:
                         tables[key] = info
-        segs = split_segments(txns, self.spec.split_bytes, self.spec.parallelism)
-        plan = BatchPlan(start, txns[-1].end, segments=segs, tables=tables)
+        if plan.is_ddl and not tables:
+            return
+        plan.tables = tables
+        plan.segments = split_segments(txns, self.spec.split_bytes, self.spec.parallelism)
+
+    def _dml_batch(self, start: Offset, txns: list[TxnInfo], cat: Any) -> BatchPlan:
+        plan = BatchPlan(start, txns[-1].end)
+        self._add_rows(plan, txns, cat)
         self._plans[(start, plan.end)] = plan
         if len(self._plans) > 64:
             self._plans.pop(next(iter(self._plans)))
@@ -278,13 +291,17 @@ class Planner:
         cached = self._plans.get((start, end))
         if cached is not None:
             return cached
-        if "ddl" in end_d:
+        if "ddl" in end_d and not end_d.get("segments"):
             return BatchPlan(start, end, ddls=ddls_of(end_d) or [], is_ddl=True)
         if end.key() <= start.key():
             return BatchPlan(start, end)  # a resolved batch: no transaction in it
         cat = self.history.catalog_at(end.ts)
         txns = [t for t in self.scanner.scan(start, stop=lambda t: t.end.key() >= end.key())]
         txns = [t for t in txns if t.end.key() <= end.key()]
+        if "ddl" in end_d:
+            plan = BatchPlan(start, end, ddls=ddls_of(end_d) or [], is_ddl=True)
+            self._add_rows(plan, txns, cat)
+            return plan
         if not txns:
             return BatchPlan(start, end)
         return self._dml_batch(start, txns, cat)

@@ -194,9 +194,9 @@ class BinlogStreamReader(DataSourceStreamReader):
             self._planner.clock.close()
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[BinlogPartition]:
-        """One partition per segment; none for a DDL batch (the driver applies it)."""
+        """One partition per segment; none for a DDL batch without rows (the driver applies it)."""
         plan = self.planner.plan(start, end)
-        if plan.is_ddl:
+        if not plan.segments:
             return []
         tables = {f"{s}\x00{t}": info.to_dict() for (s, t), info in plan.tables.items()}
         parts = [

@@ -339,26 +339,34 @@ class BatchWriter:
         end = read_batch_offset(self.checkpoint_dir, batch_id)
         end_off = offset_of(end)
         ddls = ddls_of(end)
-        if ddls is not None or end.get("segments") == 0:
+        for d in ddls or []:
+            log.info("applying DDL at %d: %s", d.commit_ts, d.query)
+            self.sink.apply_ddl(d)
+        if not end.get("segments"):
             # A DDL batch, or a resolved one (no transaction, the checkpoint moves): nothing for executors.
             ddls = ddls or []
             t_sink = time.monotonic()
-            for d in ddls:
-                log.info("applying DDL at %d: %s", d.commit_ts, d.query)
-                self.sink.apply_ddl(d)
             self.sink.commit(batch_id, [], end_off.ts)
             done = time.monotonic()
             self.on_commit(
                 BatchResult(batch_id, end_off.ts, end, 0, len(ddls), done - t0, sink_seconds=done - t_sink)
             )
             return
+        # A DDL with rows of its own transaction (CREATE TABLE ... SELECT) was applied above.
         if self.segments_mode:
             res = self._write_segments(df, batch_id, end_off.ts, end)
         else:
             res = self._write_df(df, batch_id, end_off.ts, int(end.get("segments", 2)))
         self.on_commit(
             BatchResult(
-                batch_id, end_off.ts, end, res.rows, 0, time.monotonic() - t0, res.tables, res.sink_seconds
+                batch_id,
+                end_off.ts,
+                end,
+                res.rows,
+                len(ddls or []),
+                time.monotonic() - t0,
+                res.tables,
+                res.sink_seconds,
             )
         )
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
 
@@ -19,6 +20,7 @@ from sparkcdc.capture.txnstream import (
     RollbackTo,
     RowsItem,
     Savepoint,
+    StatementRows,
     TableMapItem,
     TxnStream,
     XaCommit,
@@ -202,6 +204,8 @@ class RowReader:
                     # no End reaches it, the idle position does.
                     if not self.blocking or (end_key is not None and item.at.key() >= end_key):
                         return
+                elif isinstance(item, StatementRows):
+                    check_statement_rows(item, self.match)
                 elif isinstance(item, Savepoint):
                     txn.savepoint(item.name)
                 elif isinstance(item, RollbackTo):
@@ -301,6 +305,48 @@ class RowReader:
             )
         finally:
             stream.close()
+
+
+_NAME = r"(?:`(?:[^`]|``)+`|[\w$]+)"
+_DML_TARGET = re.compile(
+    r"\s*(?:(?:INSERT|REPLACE)(?:\s+(?:LOW_PRIORITY|DELAYED|HIGH_PRIORITY|IGNORE))*(?:\s+INTO)?"
+    r"|UPDATE(?:\s+(?:LOW_PRIORITY|IGNORE))*"
+    r"|DELETE(?:\s+(?:LOW_PRIORITY|QUICK|IGNORE))*\s+FROM"
+    r"|LOAD\s+DATA\b.*?\bINTO\s+TABLE)"
+    rf"\s+(?P<a>{_NAME})(?:\s*\.\s*(?P<b>{_NAME}))?(?P<rest>.*)",
+    re.I | re.S,
+)
+
+
+def _unquote(name: str) -> str:
+    return name[1:-1].replace("``", "`") if name.startswith("`") else name
+
+
+def statement_target(query: str, schema: str) -> tuple[str, str] | None:
+    """The one table a statement-format row change writes, or None when that is not plain to see
+    (several tables, a CALL, a statement this does not read)."""
+    m = _DML_TARGET.match(query)
+    if m is None:
+        return None
+    rest = m.group("rest").lstrip()
+    if rest.startswith(",") or re.match(r"(?i)(?:AS\s+)?\w*\s*(?:,|JOIN\b|STRAIGHT_JOIN\b)", rest):
+        return None
+    if m.group("b") is not None:
+        return _unquote(m.group("a")), _unquote(m.group("b"))
+    return schema, _unquote(m.group("a"))
+
+
+def check_statement_rows(item: StatementRows, match: TableMatch | None) -> None:
+    """Refuse a statement-format row change unless it plainly writes a table outside the filter."""
+    target = statement_target(item.query, item.schema)
+    if target is not None and match is not None and not match(*target):
+        return
+    raise UpstreamSetupError(
+        f"a row change logged as a statement at {item.where} ({item.query[:200]!r}): the upstream wrote it "
+        "with binlog_format STATEMENT or MIXED, so its rows are not in the binlog; run SET GLOBAL "
+        "binlog_format=ROW on the upstream (and binlog_format=ROW in its my.cnf), then start the "
+        "changefeed again from after this position with a snapshot of the tables it changed"
+    )
 
 
 HOLD_ROWS = 200_000
@@ -432,7 +478,9 @@ class TxnInfo:
     nbytes: int
     tables: set[tuple[str, str]] = field(default_factory=set)
     queries: list[tuple[str, str]] = field(default_factory=list)
-    """(default schema, query) of non-BEGIN/COMMIT statements: DDL candidates."""
+    """(default schema, query) of its DDL statements."""
+    statement_rows: list[StatementRows] = field(default_factory=list)
+    """Row changes logged as statements (refused by a changefeed that captures their table)."""
 
 
 class Scanner:
@@ -467,6 +515,9 @@ class Scanner:
                 elif isinstance(item, QueryItem):
                     if cur is not None:
                         cur.queries.append((item.schema, item.query))
+                elif isinstance(item, StatementRows):
+                    if cur is not None:
+                        cur.statement_rows.append(item)
                 elif isinstance(item, XaCommit):
                     if cur is not None:
                         at = item.prepared or find_prepared(self.upstream, item.xid, txs.offset())

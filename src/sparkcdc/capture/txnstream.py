@@ -56,6 +56,16 @@ class QueryItem:
 
 
 @dataclass(slots=True)
+class StatementRows:
+    """A row change logged as a statement (``binlog_format`` STATEMENT or MIXED): its rows are not in
+    the binlog. ``where``: its position, for the error a reader that needs its rows raises."""
+
+    query: str
+    schema: str
+    where: str
+
+
+@dataclass(slots=True)
 class Savepoint:
     """``SAVEPOINT name`` inside the current transaction: a later ``RollbackTo`` may undo what follows."""
 
@@ -118,7 +128,19 @@ class Idle:
     at: Offset
 
 
-Item = Begin | TableMapItem | RowsItem | QueryItem | Savepoint | RollbackTo | XaStart | XaCommit | End | Idle
+Item = (
+    Begin
+    | TableMapItem
+    | RowsItem
+    | QueryItem
+    | StatementRows
+    | Savepoint
+    | RollbackTo
+    | XaStart
+    | XaCommit
+    | End
+    | Idle
+)
 
 COMMIT = "commit"
 ROLLBACK = "rollback"
@@ -435,13 +457,16 @@ class TxnStream:
                 self._advance(ev)
             return
         if kind is K.DML:
-            raise UpstreamSetupError(
-                f"a row change logged as a statement at {self.where()} ({query[:200]!r}): the upstream "
-                "wrote it with binlog_format STATEMENT or MIXED, so its rows are not in the binlog; run "
-                "SET GLOBAL binlog_format=ROW on the upstream (and binlog_format=ROW in its my.cnf), then "
-                "start the changefeed again from after this position with a snapshot of the tables it "
-                "changed"
-            )
+            # Its readers decide: a changefeed fails when the statement may change a table it captures.
+            if not self._in_txn:
+                yield self._begin(ev, None)
+                self._standalone = True
+            yield StatementRows(query, schema, self.where())
+            if self._standalone:
+                yield self._end(ev)
+            else:
+                self._advance(ev)
+            return
         if kind is not K.DDL and self._in_txn and not self._standalone:
             raise UpstreamSetupError(
                 f"a statement sparkcdc cannot classify inside the transaction at {self.where()}: "

@@ -23,7 +23,7 @@ from typing import Any
 
 from sparkcdc.capture.ddl_kind import ddl_event_kinds
 from sparkcdc.capture.offset import Offset, file_seq
-from sparkcdc.capture.reader import Scanner, TxnInfo
+from sparkcdc.capture.reader import Scanner, TxnInfo, check_statement_rows
 from sparkcdc.capture.resolved import UpstreamClock
 from sparkcdc.capture.upstream import UpstreamConfig
 from sparkcdc.event_filter import EventFilter
@@ -186,6 +186,8 @@ class Planner:
             if target is not None and txn.ts > target:
                 resolved = target  # every transaction up to target-ts is out
                 break
+            for st in txn.statement_rows:
+                check_statement_rows(st, self.filter.match)
             if txn.queries:
                 if txns:
                     break

@@ -12,6 +12,7 @@ from sparkcdc.capture import protocol as P
 from sparkcdc.capture.compressed import PLAIN_TYPE, uncompress_event
 from sparkcdc.capture.offset import Offset
 from sparkcdc.capture.protocol import RawEvent
+from sparkcdc.capture.reader import check_statement_rows
 from sparkcdc.capture.statement_kind import xa_xid
 from sparkcdc.capture.txnstream import (
     HANDLED,
@@ -23,6 +24,7 @@ from sparkcdc.capture.txnstream import (
     QueryItem,
     RollbackTo,
     Savepoint,
+    StatementRows,
     TxnStream,
     XaCommit,
     XaStart,
@@ -121,14 +123,20 @@ def test_savepoint_statements_inside_a_transaction_are_control_not_ddl() -> None
     assert not any(isinstance(i, QueryItem) for i in items)
 
 
-def test_a_statement_format_row_change_is_refused_with_the_fix() -> None:
+def test_a_statement_format_row_change_is_refused_when_it_may_touch_a_captured_table() -> None:
+    items = _items(
+        [
+            _ev(P.MARIA_GTID_EVENT, _maria_gtid(1, 0), 100),
+            _ev(P.QUERY_EVENT, _query("INSERT INTO t VALUES (1)"), 200),
+        ]
+    )
+    rows = [i for i in items if isinstance(i, StatementRows)]
+    assert len(rows) == 1 and rows[0].where == "mysql-bin.000001:100"
     with pytest.raises(UpstreamSetupError, match="binlog_format=ROW"):
-        _items(
-            [
-                _ev(P.MARIA_GTID_EVENT, _maria_gtid(1, 0), 100),
-                _ev(P.QUERY_EVENT, _query("INSERT INTO t VALUES (1)"), 200),
-            ]
-        )
+        check_statement_rows(rows[0], lambda s, t: (s, t) == ("d", "t"))
+    with pytest.raises(UpstreamSetupError, match=r"mysql-bin\.000001:100"):
+        check_statement_rows(StatementRows("UPDATE t, u SET t.a = 1", "d", "f:1"), lambda s, t: False)
+    check_statement_rows(rows[0], lambda s, t: s != "d")  # plainly outside the filter: not this changefeed's
 
 
 def test_an_xa_prepare_is_carried_in_the_offset_until_its_commit() -> None:

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from sparkcdc.errors import ConfigError, DecodeError
+from sparkcdc.model import compose_ts
 from sparkcdc.sink.storage.layout import (
     DataDir,
     check_date_separator,
+    commit_date,
     data_file_name,
-    date_str,
     effective_index_width,
     metadata_body,
     parse_data_path,
@@ -43,28 +42,55 @@ def test_data_dir_paths() -> None:
     assert DataDir("db", "t", 7, 13, "2023").path == "db/t/7/13/2023"
 
 
+MIDNIGHT_MS = 1_683_676_800_000  # 2023-05-10 00:00:00 UTC
+
+
 @pytest.mark.parametrize(
-    ("sep", "fmt"),
-    [("none", ""), ("year", "%Y"), ("month", "%Y-%m"), ("day", "%Y-%m-%d")],
+    ("sep", "before", "after"),
+    [
+        ("none", "", ""),
+        ("year", "2023", "2023"),
+        ("month", "2023-05", "2023-05"),
+        ("day", "2023-05-09", "2023-05-10"),
+    ],
 )
-def test_date_separator_uses_local_wall_clock(sep: str, fmt: str) -> None:
-    now = 1_700_000_000.0
-    expected = time.strftime(fmt, time.localtime(now)) if fmt else ""
-    assert date_str(sep, now) == expected
+def test_commit_date_is_the_commit_ts_date_on_both_sides_of_midnight(
+    sep: str, before: str, after: str
+) -> None:
+    last_of_day = compose_ts(MIDNIGHT_MS - 1, 5)
+    first_of_day = compose_ts(MIDNIGHT_MS, 0)
+    assert commit_date(sep, last_of_day) == before
+    assert commit_date(sep, first_of_day) == after
+    path = DataDir("db", "t", 7, None, commit_date(sep, last_of_day)).file_path(1, ".csv", 6)
+    assert path == ("/".join(["db/t/7", before, "CDC000001.csv"]) if before else "db/t/7/CDC000001.csv")
 
 
-def test_date_separator_formats_fixed_instant(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("TZ", "UTC")
-    time.tzset()
-    try:
-        now = 1_683_600_000.0  # 2023-05-09 02:40:00 UTC
-        assert date_str("day", now) == "2023-05-09"
-        assert date_str("month", now) == "2023-05"
-        assert date_str("year", now) == "2023"
-        assert date_str("none", now) == ""
-    finally:
-        monkeypatch.undo()
-        time.tzset()
+def test_commit_date_at_year_and_month_ends() -> None:
+    new_year_ms = 1_704_067_200_000  # 2024-01-01 00:00:00 UTC
+    assert commit_date("year", compose_ts(new_year_ms - 1)) == "2023"
+    assert commit_date("year", compose_ts(new_year_ms)) == "2024"
+    assert commit_date("month", compose_ts(new_year_ms - 1)) == "2023-12"
+    assert commit_date("month", compose_ts(new_year_ms)) == "2024-01"
+
+
+def test_commit_date_follows_the_changefeed_time_zone() -> None:
+    # 2023-05-09 23:30 UTC is already the 10th in Shanghai (+08:00) and still the 9th in New York.
+    ts = compose_ts(MIDNIGHT_MS - 30 * 60_000)
+    assert commit_date("day", ts, "UTC") == "2023-05-09"
+    assert commit_date("day", ts, "Asia/Shanghai") == "2023-05-10"
+    assert commit_date("day", ts, "+08:00") == "2023-05-10"
+    assert commit_date("day", ts, "America/New_York") == "2023-05-09"
+    assert commit_date("day", compose_ts(MIDNIGHT_MS + 60_000), "-01:30") == "2023-05-09"
+
+
+def test_commit_date_never_goes_backwards_with_the_commit_ts() -> None:
+    dates = [commit_date("day", compose_ts(MIDNIGHT_MS - 120_000 + i * 7_919, i % 3)) for i in range(40)]
+    assert dates == sorted(dates) and dates[0] == "2023-05-09" and dates[-1] == "2023-05-10"
+
+
+def test_commit_date_refuses_an_unknown_time_zone() -> None:
+    with pytest.raises(ConfigError, match="Mars/Olympus"):
+        commit_date("day", compose_ts(MIDNIGHT_MS), "Mars/Olympus")
 
 
 def test_invalid_date_separator_is_refused() -> None:

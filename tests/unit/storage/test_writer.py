@@ -15,7 +15,7 @@ from sparkcdc.errors import SchemaError
 from sparkcdc.model import ColumnInfo, DDLEvent, DDLType, IndexInfo, RowChange, TableInfo
 from sparkcdc.sink.base import WriterContext
 from sparkcdc.sink.storage import StorageSink, ensure_table_schema
-from sparkcdc.sink.storage.layout import date_str
+from sparkcdc.sink.storage.layout import commit_date
 from sparkcdc.sink.storage.schema_file import TableDefinition
 
 V1 = 440000000000000000
@@ -75,7 +75,9 @@ def test_batch_writes_schema_index_and_data_file(tmp_path: Path) -> None:
 def test_date_directory_and_index_width(tmp_path: Path) -> None:
     sink = make_sink(tmp_path, toml="[sink]\ndate-separator = 'day'\nfile-index-digit = 6")
     msg = write_batch(sink, [ins(1, V1 + 1)], table())
-    assert msg["files"] == [f"db/t/{V1}/{date_str('day')}/CDC000001.json"]
+    # V1 + 1 committed on 2023-03-10 (UTC, the default time-zone); the date is the commit's, not today's.
+    assert commit_date("day", V1 + 1) == "2023-03-10"
+    assert msg["files"] == [f"db/t/{V1}/2023-03-10/CDC000001.json"]
 
 
 def test_index_continues_across_batches_and_restarts(tmp_path: Path) -> None:

@@ -4,14 +4,26 @@ Body: a JSON array of canal-json messages (``Content-Type: application/json``),
 each message exactly what the Kafka sink would send (``CanalJsonEncoder``);
 at most ``batch-size`` messages per request. Rows, DDLs (POSTed from the
 driver, after every earlier row) and, with ``enable-tidb-extension=true``,
-a ``TIDB_WATERMARK`` message after each committed batch.
+a ``TIDB_WATERMARK`` message after each committed batch (never a smaller one than
+this sink posted before).
+
+A request of rows ends at ``batch-size`` messages, at the end of a Spark batch, or after a
+row whose (commit_ts, seq) hashes to a cut point (about one row in ``batch-size``): where
+requests end depends on the rows, not on where a run started, so a replay over rows that were
+already sent sends the same requests again.
 
 Headers on every request:
 
 - ``X-Sparkcdc-Changefeed``: the changefeed id;
 - ``X-Sparkcdc-Commit-Ts-Min`` / ``X-Sparkcdc-Commit-Ts-Max``: the commit_ts range of the body;
-- ``X-Sparkcdc-Request-Id``: stable across retries of the same body, so a receiver can drop
-  duplicates (delivery is at-least-once);
+- ``X-Sparkcdc-Request-Id``: made of the body's content, never of Spark's batch ids (which start
+  again at 0 when a changefeed is claimed anew): for rows
+  ``{changefeed}:rows:{commit_ts}.{seq}-{commit_ts}.{seq}:{rows}[:{schema}.{table}]`` (the first
+  and last row's (commit_ts, seq), how many rows, and the table when the body holds one, its
+  name percent-encoded), for a DDL ``{changefeed}:ddl:{commit_ts}:{seq}``, for a watermark
+  ``{changefeed}:resolved:{ts}``. The same rows always get the same id, in retries, replays
+  after a restart and after a failover; different rows never share one. A receiver may drop a
+  request whose id it already processed (delivery is at-least-once);
 - ``Authorization``: the ``auth-header`` value, if given (never logged: messages show the
   redacted URI).
 
@@ -51,6 +63,7 @@ class HTTPSink(Sink):
         self._poster: HTTPPoster | None = None
         self._encoder: Encoder | None = None
         self._ddl_seq = 0
+        self._last_watermark = 0
 
     def __repr__(self) -> str:
         return f"HTTPSink({self.settings.uri_redacted!r}, changefeed_id={self.changefeed_id!r})"
@@ -104,11 +117,14 @@ class HTTPSink(Sink):
         return HTTPWriter(self.settings, self.config, ctx)
 
     def commit(self, batch_id: int, messages: list[dict[str, Any]], checkpoint_ts: int) -> None:
-        """With the TiDB extension, POST a TIDB_WATERMARK for the new checkpoint."""
+        """With the TiDB extension, POST a TIDB_WATERMARK for the new checkpoint (if it moved forward)."""
+        if checkpoint_ts <= self._last_watermark:
+            return
         poster, encoder = self._driver()
         wm = encoder.encode_watermark(checkpoint_ts)
         if wm is not None:
             poster.post([wm], checkpoint_ts, checkpoint_ts, f"{self.changefeed_id}:resolved:{checkpoint_ts}")
+        self._last_watermark = checkpoint_ts
 
     def close(self) -> None:
         """Close the driver's client."""

@@ -3,13 +3,22 @@
 ``HTTPPoster`` sends one JSON-array body with the sink's headers and retries (see ``sink.py`` for
 the protocol); the driver posts its DDL and watermark messages through it too, encoded by
 ``make_encoder``.
+
+Request ids come from the rows a request holds (``rows_request_id``), never from Spark's batch
+ids, which start again at 0 whenever a changefeed is claimed anew or loses its checkpoint. Where
+a request ends comes from the rows too (``ends_request``): at ``batch-size`` messages, at the end
+of a batch, and after a row whose (commit_ts, seq) hashes to a cut point. So a replay that starts
+at an earlier batch end sends the requests it sent before, with the same ids, and a replay whose
+batches are cut elsewhere falls back into step at the next cut point.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+import zlib
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 import httpx
 
@@ -31,6 +40,34 @@ HEADER_CHANGEFEED = "X-Sparkcdc-Changefeed"
 HEADER_TS_MIN = "X-Sparkcdc-Commit-Ts-Min"
 HEADER_TS_MAX = "X-Sparkcdc-Commit-Ts-Max"
 HEADER_REQUEST_ID = "X-Sparkcdc-Request-Id"
+
+
+def rows_request_id(
+    changefeed_id: str,
+    first: tuple[int, int],
+    last: tuple[int, int],
+    rows: int,
+    table: tuple[str, str] | None,
+) -> str:
+    """The request id of a body of row changes: ``{changefeed}:rows:{ts}.{seq}-{ts}.{seq}:{rows}[:{schema.table}]``.
+
+    ``first``/``last`` are the (commit_ts, seq) of the body's first and last row, which order
+    every event of a changefeed; ``rows`` is how many row changes the body holds and ``table``
+    the one table they all belong to (None when they span several), percent-encoded to keep the
+    header ASCII. The same rows always give the same id; different rows never share one.
+    """
+    rid = f"{changefeed_id}:rows:{first[0]}.{first[1]}-{last[0]}.{last[1]}:{rows}"
+    if table is not None:
+        rid += ":" + quote(f"{table[0]}.{table[1]}", safe="")
+    return rid
+
+
+def ends_request(row: RowChange, batch_size: int) -> bool:
+    """Whether a request ends after ``row`` whatever its size: about one row in ``batch_size``,
+    chosen by its (commit_ts, seq) alone, so every run over the same rows cuts at the same rows."""
+    if batch_size <= 1:
+        return True
+    return zlib.crc32(b"%d.%d" % (row.commit_ts, row.seq)) % batch_size == 0
 
 
 def make_encoder(settings: HTTPSinkSettings, config: ReplicaConfig) -> Encoder:
@@ -155,28 +192,44 @@ class HTTPWriter(PartitionWriter):
         self.buf: list[bytes] = []
         self.ts_min = 0
         self.ts_max = 0
+        self.first: tuple[int, int] = (0, 0)
+        self.last: tuple[int, int] = (0, 0)
+        self.rows = 0
+        self.table: tuple[str, str] | None = None
         self.posts = 0
         self.messages = 0
         self.max_commit_ts = 0
 
     def write(self, row: RowChange, table: TableInfo) -> None:
-        """Encode one row; POST when the batch is full."""
-        if not self.buf:
+        """Encode one row; POST when the request is full or ends at this row (``ends_request``)."""
+        name = (row.schema, row.table)
+        if not self.rows:
             self.ts_min = row.commit_ts
+            self.first = (row.commit_ts, row.seq)
+            self.table = name
+        elif self.table is not None and self.table != name:
+            self.table = None
         self.buf.extend(value for _, value in self.encoder.messages(row, table) if value is not None)
         self.ts_max = row.commit_ts
-        if len(self.buf) >= self.settings.batch_size:
+        self.last = (row.commit_ts, row.seq)
+        self.rows += 1
+        batch_size = self.settings.batch_size
+        if len(self.buf) >= batch_size or ends_request(row, batch_size):
             self._flush()
 
+    def request_id(self) -> str:
+        """The id of the request being built (see ``rows_request_id``)."""
+        return rows_request_id(self.ctx.changefeed_id, self.first, self.last, self.rows, self.table)
+
     def _flush(self) -> None:
-        if not self.buf:
-            return
-        rid = f"{self.ctx.changefeed_id}:{self.ctx.batch_id}:{self.ctx.writer_id}:{self.posts}"
-        self.poster.post(self.buf, self.ts_min, self.ts_max, rid)
-        self.posts += 1
-        self.messages += len(self.buf)
-        self.max_commit_ts = max(self.max_commit_ts, self.ts_max)
+        if self.buf:
+            self.poster.post(self.buf, self.ts_min, self.ts_max, self.request_id())
+            self.posts += 1
+            self.messages += len(self.buf)
+            self.max_commit_ts = max(self.max_commit_ts, self.ts_max)
         self.buf = []
+        self.rows = 0
+        self.table = None
 
     def close(self) -> dict[str, Any]:
         """POST what is left; every message has then been acknowledged."""
@@ -194,4 +247,5 @@ class HTTPWriter(PartitionWriter):
     def abort(self) -> None:
         """Drop the buffer and the client."""
         self.buf = []
+        self.rows = 0
         self.poster.close()

@@ -12,7 +12,10 @@ Per micro-batch (see ``sparkcdc.sink.base``):
   topic) and waits for it;
 * ``commit()`` broadcasts the watermark (canal-json with
   ``enable-tidb-extension``: ``TIDB_WATERMARK``) to every partition of every
-  topic in use plus the default topic.
+  topic in use plus the default topic. Published watermarks never go backwards:
+  before its first one the sink reads back the newest watermark in the default
+  topic (``watermark.py``) and it never sends one that is not larger, so a
+  changefeed resumed from an older position re-sends rows but not older marks.
 """
 
 from __future__ import annotations
@@ -68,6 +71,8 @@ class KafkaSink(Sink):
         self._writers = max(1, min(MAX_WRITERS, self.options.partition_num or DEFAULT_PARTITION_NUM))
         self.topics_in_use: set[str] = set()
         self.last_watermark: int | None = None
+        """The largest watermark published (read back from the default topic before the first commit)."""
+        self._watermark_read = False
         self._admin: KafkaAdmin | None = None
         self._lock = threading.Lock()
         self._table_routes: dict[tuple[str, str, int], _TableRoute] = {}
@@ -222,9 +227,11 @@ class KafkaSink(Sink):
                 self.topics_in_use.add(topic)
                 self.partitions.setdefault(topic, int(n))
         topics = sorted(self.topics_in_use | {self.options.topic})
+        kv = self.encoder().encode_watermark(checkpoint_ts)
+        if kv is not None and not self._watermark_read:
+            self._read_published_watermark()
         if self.last_watermark is not None and checkpoint_ts <= self.last_watermark:
             return
-        kv = self.encoder().encode_watermark(checkpoint_ts)
         if kv is not None:
             out = []
             for topic in topics:
@@ -232,6 +239,17 @@ class KafkaSink(Sink):
                     out.append((topic, p, kv[0], kv[1]))
             self._send_and_wait(out)
         self.last_watermark = checkpoint_ts
+
+    def _read_published_watermark(self) -> None:
+        """Raise ``last_watermark`` to the newest watermark already in the default topic."""
+        from sparkcdc.sink.kafka.watermark import last_published_watermark
+
+        topic = self.options.topic
+        found = last_published_watermark(self.options, topic, self.num_partitions_of(topic))
+        if found is not None and (self.last_watermark is None or found > self.last_watermark):
+            log.info("Kafka sink: %s already holds watermark %d; later ones only move forward", topic, found)
+            self.last_watermark = found
+        self._watermark_read = True
 
     def open_writer(self, ctx: WriterContext) -> PartitionWriter:
         """A writer for one group of one batch."""

@@ -76,6 +76,8 @@ class StorageSettings:
     enable_tidb_extension: bool = False
     output_column_id: bool = False
     output_raw_change_event: bool = False
+    time_zone: str = "UTC"
+    """The changefeed's ``time-zone``: date directories are the commit dates in it."""
 
     @property
     def extension(self) -> str:
@@ -126,4 +128,5 @@ class StorageSettings:
             enable_tidb_extension=opts["enable-tidb-extension"],
             output_column_id=cs.output_column_id,
             output_raw_change_event=cs.output_raw_change_event,
+            time_zone=config.time_zone,
         )

@@ -5,12 +5,14 @@ All paths are relative to the sink root (``{prefix}``) and use ``/``.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import re
-import time
 from dataclasses import dataclass
+from functools import lru_cache
 
 from sparkcdc.errors import ConfigError, DecodeError
+from sparkcdc.model.ts import physical_ms
 
 DEFAULT_FILE_INDEX_WIDTH = 20
 MIN_FILE_INDEX_WIDTH = 6
@@ -48,12 +50,40 @@ def check_date_separator(value: str) -> str:
     return value
 
 
-def date_str(separator: str, now: float | None = None) -> str:
-    """The date directory for a flush at ``now`` (wall clock, local time zone); '' for none."""
+def commit_date(separator: str, commit_ts: int, time_zone: str = "UTC") -> str:
+    """The date directory of a commit_ts (its physical time in ``time_zone``); '' for none.
+
+    Data files are dated by the commit_ts of their batch's rows, never by a writer's clock: a
+    replayed batch lands where it landed the first time, and since batches follow commit order
+    a table's dates never go backwards.
+    """
     fmt = _DATE_FORMATS.get(separator)
     if fmt is None:
         return ""
-    return time.strftime(fmt, time.localtime(time.time() if now is None else now))
+    return dt.datetime.fromtimestamp(physical_ms(commit_ts) / 1000, _zone(time_zone)).strftime(fmt)
+
+
+_OFFSET_RE = re.compile(r"^([+-])(\d{1,2}):(\d{2})$")
+
+
+@lru_cache(maxsize=64)
+def _zone(name: str) -> dt.tzinfo:
+    """``UTC``, an IANA name or an offset like ``+08:00`` (the changefeed's ``time-zone``)."""
+    if name.upper() == "UTC":
+        return dt.UTC
+    m = _OFFSET_RE.match(name)
+    if m:
+        delta = dt.timedelta(hours=int(m.group(2)), minutes=int(m.group(3)))
+        return dt.timezone(-delta if m.group(1) == "-" else delta)
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError) as exc:
+        raise ConfigError(
+            f"unknown time zone {name!r} for 'time-zone'; use an IANA name such as UTC or "
+            "Asia/Shanghai, or an offset such as +08:00"
+        ) from exc
 
 
 def data_file_name(index: int, extension: str, width: int) -> str:

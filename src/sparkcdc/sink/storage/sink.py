@@ -1,4 +1,11 @@
-"""``StorageSink``: TiCDC's storage sink layout on any fsspec filesystem (spec §3)."""
+"""``StorageSink``: TiCDC's storage sink layout on any fsspec filesystem (spec §3).
+
+The root ``metadata`` file never moves backwards: before its first write the sink reads the
+``checkpoint-ts`` already there, and it writes only larger values. A changefeed resumed from an
+older position (a failover whose meta database lags what was published, a lost Spark
+checkpoint) writes its replayed rows again (at-least-once), but ``metadata`` keeps the larger
+mark until the replay passes it.
+"""
 
 from __future__ import annotations
 
@@ -7,12 +14,19 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
+from sparkcdc.errors import DecodeError
 from sparkcdc.model import DDLEvent, DDLType
 from sparkcdc.model.ts import physical_ms
 from sparkcdc.sink.base import PartitionWriter, Sink, WriterContext
 from sparkcdc.sink.storage.config import StorageSettings
 from sparkcdc.sink.storage.encoding import RowEncoder
-from sparkcdc.sink.storage.layout import METADATA_FILE, metadata_body, parse_schema_file_path, schema_meta_dir
+from sparkcdc.sink.storage.layout import (
+    METADATA_FILE,
+    metadata_body,
+    parse_metadata,
+    parse_schema_file_path,
+    schema_meta_dir,
+)
 from sparkcdc.sink.storage.schema_file import TableDefinition
 from sparkcdc.sink.storage.writer import StorageWriter, publish_staged, staging_dir
 
@@ -42,6 +56,8 @@ class StorageSink(Sink):
         self._last_metadata_time = 0.0
         self._last_checkpoint: int | None = None
         self._pending_checkpoint: int | None = None
+        self._published: int | None = None
+        """The ``checkpoint-ts`` in ``metadata`` (read before the first write; 0 when there is none)."""
 
     @property
     def num_writers(self) -> int:
@@ -104,7 +120,7 @@ class StorageSink(Sink):
         """
         staged = [entry for m in messages for entry in m.get("staged", ())]
         if staged:
-            publish_staged(self.settings, staged)
+            publish_staged(self.settings, staged, checkpoint_ts)
             # Also drops what failed task attempts of this batch left behind.
             self.settings.backend.remove_tree(staging_dir(self.changefeed_id, batch_id))
         files = sum(len(m.get("files", ())) + len(m.get("staged", ())) for m in messages)
@@ -128,10 +144,51 @@ class StorageSink(Sink):
         last = self._last_checkpoint
         return last is None or physical_ms(checkpoint_ts) - physical_ms(last) >= METADATA_MIN_INTERVAL * 1000
 
+    def published_checkpoint(self) -> int:
+        """The ``checkpoint-ts`` of the ``metadata`` file in storage (0 when there is none yet).
+
+        Read once, before the sink's first ``metadata`` write; then the sink's own last write.
+        """
+        if self._published is None:
+            data = self.settings.backend.read(METADATA_FILE)
+            if not data:
+                self._published = 0
+            else:
+                try:
+                    self._published = parse_metadata(data)
+                except DecodeError as exc:
+                    raise DecodeError(
+                        f"{exc}; the storage sink's {METADATA_FILE} file at the root of "
+                        f"{self.settings.backend.display or self.settings.backend.root} is not a checkpoint it can "
+                        "guard: fix or "
+                        "remove it (the next commit writes it again)"
+                    ) from exc
+                log.info(
+                    "storage sink: %s already holds checkpoint-ts %d; it is only ever moved forward",
+                    METADATA_FILE,
+                    self._published,
+                )
+        return self._published
+
     def flush_metadata(self, checkpoint_ts: int | None = None) -> None:
-        """Write ``metadata`` now (the last throttled checkpoint when ``checkpoint_ts`` is None)."""
+        """Write ``metadata`` now (the last throttled checkpoint when ``checkpoint_ts`` is None).
+
+        A value at or below the published ``checkpoint-ts`` is not written: the mark never goes back.
+        """
         ts = checkpoint_ts if checkpoint_ts is not None else self._pending_checkpoint
         if ts is None:
+            return
+        published = self.published_checkpoint()
+        if ts <= published:
+            if ts < published:
+                log.info(
+                    "storage sink: checkpoint-ts %d is behind the published %d (a replay); %s unchanged",
+                    ts,
+                    published,
+                    METADATA_FILE,
+                )
+            self._last_checkpoint = ts
+            self._pending_checkpoint = None
             return
         # The throttle counts from the start of a write, so a slow write (an fsync, a PUT) does not
         # stretch the interval between two ``metadata`` files.
@@ -140,6 +197,7 @@ class StorageSink(Sink):
         self._last_metadata_time = started
         log.debug("storage sink: metadata checkpoint-ts %d written in %.3fs", ts, time.monotonic() - started)
         self._last_checkpoint = ts
+        self._published = ts
         self._pending_checkpoint = None
 
     def close(self) -> None:

@@ -9,6 +9,12 @@ When several segments of a batch are written at once (``WriterContext.segments
 > 1``), a writer cannot know its files' numbers: it writes them under the
 hidden staging directory instead (``STAGING_DIR``), and the driver's commit
 (``publish_staged``) numbers and moves them in segment order.
+
+Date directories (``date-separator``) come from the batch, never from a clock: every file of a
+table in a batch goes to the date of the commit_ts of the table's first row in the batch
+(``commit_date``; staged files of later segments are moved to that date at publish time).
+Batches follow commit order, so a table's dates never go backwards, and a replayed batch lands
+in the directory it landed in the first time.
 """
 
 from __future__ import annotations
@@ -27,8 +33,8 @@ from sparkcdc.sink.storage.config import StorageSettings
 from sparkcdc.sink.storage.encoding import RowEncoder, split_update
 from sparkcdc.sink.storage.layout import (
     DataDir,
+    commit_date,
     data_file_name,
-    date_str,
     parse_index_file,
     parse_schema_file_path,
     schema_meta_dir,
@@ -115,7 +121,7 @@ class _Buffer:
     path: str = ""
     """Where ``file`` goes (a staged or a final path)."""
     date: str = ""
-    """The date directory of a staged ``file``."""
+    """The date directory of every file of the buffer (from the first row's commit_ts, see ``commit_date``)."""
     size: int = 0
     rows: int = 0
     last_commit_ts: int = 0
@@ -131,6 +137,8 @@ class StorageWriter(PartitionWriter):
         self.ctx = ctx
         self.encoder = encoder
         self._buffers: dict[tuple[str, str, int], _Buffer] = {}
+        # (schema, table) -> date directory of the table's files in this batch (its first row's).
+        self._dates: dict[tuple[str, str], str] = {}
         # (schema, table, row version) -> (shape, its buffer, its encoder): one lookup per row.
         self._bound: dict[tuple[str, str, int], tuple[TableInfo, _Buffer, Any]] = {}
         self._next_index: dict[str, int] = {}
@@ -156,7 +164,13 @@ class StorageWriter(PartitionWriter):
             key = (row.schema, row.table, version)
             buf = self._buffers.get(key)
             if buf is None:
-                buf = self._buffers[key] = _Buffer(row.schema, row.table, version, table)
+                date = self._dates.get((row.schema, row.table))
+                if date is None:
+                    s = self.settings
+                    date = self._dates[(row.schema, row.table)] = commit_date(
+                        s.date_separator, row.commit_ts, s.time_zone
+                    )
+                buf = self._buffers[key] = _Buffer(row.schema, row.table, version, table, date=date)
             bound = self._bound[(row.schema, row.table, row.table_version)] = (
                 table,
                 buf,
@@ -216,12 +230,11 @@ class StorageWriter(PartitionWriter):
 
     def _start_file(self, buf: _Buffer) -> AtomicFile:
         """Open the buffer's next data file and write its header."""
-        directory = DataDir(buf.schema, buf.table, buf.version, None, date_str(self.settings.date_separator))
+        directory = DataDir(buf.schema, buf.table, buf.version, None, buf.date)
         if self._stage_prefix:
             # Numbered and moved into place by the driver's commit, after every earlier segment's files.
             self._stage_seq += 1
             buf.path = f"{self._stage_prefix}/{self._stage_seq:06d}.{self.settings.extension}"
-            buf.date = directory.date
         else:
             index = self._allocate_index(directory)
             name = data_file_name(index, self.settings.extension, self.settings.file_index_width)
@@ -290,17 +303,33 @@ def next_file_index(backend: StorageBackend, directory: DataDir, extension: str,
     return max(last, 1)
 
 
-def publish_staged(settings: StorageSettings, staged: list[list[Any]]) -> list[str]:
+def publish_staged(
+    settings: StorageSettings, staged: list[list[Any]], checkpoint_ts: int | None = None
+) -> list[str]:
     """Driver: number and move staged files into their directories, in the given order.
 
     Each entry is ``[schema, table, version, date, staged path]``. As for a direct write, a
-    directory's ``meta/CDC.index`` names the file before the file appears.
+    directory's ``meta/CDC.index`` names the file before the file appears. Every file of a table
+    goes to one date directory: that of the table's first entry (the earliest segment's first
+    row); entries without a date (``None``: staged by ``stage_records``) take the date of
+    ``checkpoint_ts``, the batch's commit_ts.
     """
     backend = settings.backend
     ext, width = settings.extension, settings.file_index_width
     next_index: dict[str, int] = {}
+    dates: dict[tuple[str, str], str] = {}
     published = []
-    for schema, table, version, date, path in staged:
+    for schema, table, version, staged_date, path in staged:
+        date = dates.get((schema, table))
+        if date is None:
+            if staged_date is None:
+                if checkpoint_ts is None:
+                    raise SchemaError(
+                        f"staged file {path} of {schema}.{table} has no date directory and the batch "
+                        "no commit_ts to date it by; pass the batch's checkpoint_ts to publish_staged"
+                    )
+                staged_date = commit_date(settings.date_separator, checkpoint_ts, settings.time_zone)
+            date = dates[(schema, table)] = staged_date
         directory = DataDir(schema, table, int(version), None, date)
         nxt = next_index.get(directory.path)
         if nxt is None:
@@ -341,12 +370,13 @@ def stage_records(
 ) -> list[tuple[list[Any], int]]:
     """Executor: write ``(encoded records, how many)`` pieces of one table as staged data files.
 
-    Returns ``(staged entry, records)`` per file. The files get their numbers when the batch
-    commits (``publish_staged``), like the files of parallel segments.
+    Returns ``(staged entry, records)`` per file. The files get their numbers and their date
+    directory (that of the batch's commit_ts) when the batch commits (``publish_staged``), like
+    the files of parallel segments.
     """
     backend = settings.backend
     resolved = ensure_table_schema(backend, info, version, settings.output_column_id)
-    date = date_str(settings.date_separator)
+    date = None
     out = []
     for i, (data, n) in enumerate(pieces):
         path = f"{staging_dir(changefeed_id, batch_id)}/{name}-{i:04d}.{settings.extension}"

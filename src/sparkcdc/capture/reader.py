@@ -26,7 +26,7 @@ from sparkcdc.capture.txnstream import (
     XaCommit,
     XaStart,
 )
-from sparkcdc.capture.upstream import UpstreamConfig
+from sparkcdc.capture.upstream import UpstreamConfig, binary_logs
 from sparkcdc.errors import BinlogPurgedError, DecodeError, UpstreamSetupError
 from sparkcdc.model import BinlogPosition, RowChange, TableInfo
 
@@ -444,15 +444,13 @@ def find_prepared(up: UpstreamConfig, xid: str, before: Offset) -> Offset:
     For an ``XA COMMIT`` whose prepare the reader's offset does not name (it was prepared before
     the changefeed's start): the binlog files still on the upstream are scanned up to ``before``.
     """
-    from sparkcdc.capture.start import _file_start, binary_logs
-
     conn = up.connect()
     try:
         files = [name for name, _size in binary_logs(conn)]
     finally:
         conn.close()
     if files:
-        first = Offset(files[0], 4, _file_start(up, files[0], files)[0])
+        first = Offset(files[0], 4, 0)  # only the open XA transactions matter here, not the chain
         last = first
         for txn in Scanner(up).scan(first, stop=lambda t: t.end.key() >= before.key()):
             if txn.end.key() > before.key():

@@ -30,6 +30,7 @@ from sparkcdc.capture.txnstream import Idle, TxnStream, first_event_info
 from sparkcdc.capture.upstream import (
     ER_SPECIFIC_ACCESS_DENIED,
     UpstreamConfig,
+    binary_logs,
     check_upstream,
     query_one,
     server_version,
@@ -271,10 +272,3 @@ def master_status(conn: pymysql.connections.Connection) -> tuple[str, int]:
     if not row:
         raise UpstreamSetupError(f"{sql} returned nothing: binary logging is off upstream")
     return str(row[0]), int(row[1])
-
-
-def binary_logs(conn: pymysql.connections.Connection) -> list[tuple[str, int]]:
-    """The binlog files the server still has, oldest first, with their sizes."""
-    with conn.cursor() as cur:
-        cur.execute("SHOW BINARY LOGS")
-        return [(str(r[0]), int(r[1])) for r in cur.fetchall()]

@@ -8,6 +8,7 @@ import os
 import random
 import re
 import ssl
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
@@ -327,13 +328,16 @@ def _set_fix(ver: ServerVersion, name: str, value: str) -> str:
     """How to set a server variable for good, in the server's own words."""
     if ver.mysql8:
         return f"run SET PERSIST {name}={value}"
-    return f"run SET GLOBAL {name}={value} (and set it in the server config)"
+    return (
+        f"run SET GLOBAL {name}={value} (and set it in the server config: {name}={value} under [mysqld] "
+        "in my.cnf, to keep it across restarts); sessions opened before keep their old value until they reconnect"
+    )
 
 
 def check_setup(
     ver: ServerVersion, variables: dict[str, str], where: str, *, need_gtid: bool = False
 ) -> None:
-    """Raise UpstreamSetupError naming the fix if the server variables do not suit CDC.
+    """Raise UpstreamSetupError naming the variable, its value and the fix if the server does not suit CDC.
 
     ``variables``: lower-case name → value as SHOW GLOBAL VARIABLES prints it (a variable the server
     does not have is missing); ``need_gtid``: the changefeed starts from a MySQL GTID set.
@@ -343,39 +347,40 @@ def check_setup(
         v = variables.get(name)
         return None if v is None else str(v).upper()
 
-    if val("log_bin") not in ("ON", "1"):
-        flags = "--log-bin --binlog-format=ROW --binlog-row-image=FULL"
+    log_bin = val("log_bin")
+    if log_bin not in ("ON", "1"):
         if ver.mysql8:
-            flags = "--log-bin (binary logging is on by default in MySQL 8 unless --skip-log-bin or --disable-log-bin)"
-        raise UpstreamSetupError(f"binary logging is off on upstream {where}; start the server with {flags}")
+            fix = (
+                "binary logging is on by default in MySQL 8: remove --skip-log-bin / --disable-log-bin "
+                "(or skip-log-bin in my.cnf) and restart the server"
+            )
+        else:
+            fix = (
+                "log_bin cannot be set at run time: add log_bin=mysql-bin, binlog_format=ROW, "
+                "binlog_row_image=FULL and binlog_row_metadata=FULL under [mysqld] in my.cnf (or start "
+                "the server with --log-bin --binlog-format=ROW --binlog-row-image=FULL "
+                "--binlog-row-metadata=FULL) and restart it"
+            )
+        raise UpstreamSetupError(
+            f"binary logging is off on upstream {where} (log_bin is {log_bin or 'OFF'}), CDC reads the binlog; {fix}"
+        )
     fmt = val("binlog_format")
     if fmt is not None and fmt != "ROW":
-        fix = (
-            _set_fix(ver, "binlog_format", "ROW")
-            if ver.mysql8
-            else ("run SET GLOBAL binlog_format=ROW (and set it in the server config)")
-        )
-        raise UpstreamSetupError(f"binlog_format is {fmt} on upstream {where}, CDC needs ROW; {fix}")
-    image = val("binlog_row_image")
-    if image != "FULL":
-        fix = (
-            _set_fix(ver, "binlog_row_image", "FULL")
-            if ver.mysql8
-            else "run SET GLOBAL binlog_row_image=FULL"
-        )
         raise UpstreamSetupError(
-            f"binlog_row_image is {image} on upstream {where}, CDC needs FULL before/after images; {fix}"
+            f"binlog_format is {fmt} on upstream {where} (row changes logged as statements cannot be "
+            f"delivered), CDC needs ROW; {_set_fix(ver, 'binlog_format', 'ROW')}"
+        )
+    image = val("binlog_row_image")
+    if image is not None and image != "FULL":
+        raise UpstreamSetupError(
+            f"binlog_row_image is {image} on upstream {where}, CDC needs FULL before/after images "
+            f"(every column of every changed row); {_set_fix(ver, 'binlog_row_image', 'FULL')}"
         )
     meta = val("binlog_row_metadata")
     if meta is not None and meta != "FULL":
-        fix = (
-            _set_fix(ver, "binlog_row_metadata", "FULL")
-            if ver.mysql8
-            else "run SET GLOBAL binlog_row_metadata=FULL"
-        )
         raise UpstreamSetupError(
             f"binlog_row_metadata is {meta} on upstream {where}, CDC needs FULL "
-            f"(column names and types in every table map); {fix}"
+            f"(column names and types in every table map); {_set_fix(ver, 'binlog_row_metadata', 'FULL')}"
         )
     options = val("binlog_row_value_options")
     if options is not None and "PARTIAL_JSON" in options:
@@ -399,10 +404,14 @@ def check_setup(
             )
 
 
-def check_upstream(up: UpstreamConfig, *, need_gtid: bool = False) -> dict[str, Any]:
+def check_upstream(
+    up: UpstreamConfig, *, need_gtid: bool = False, captures: Callable[[str, str], bool] | None = None
+) -> dict[str, Any]:
     """Verify the upstream is fit for CDC; raise UpstreamSetupError naming the fix.
 
     ``need_gtid``: the changefeed starts from a MySQL GTID set (gtid_mode must be ON).
+    ``captures``: the changefeed's table filter (``TableFilter.match``): a sequence or a
+    system-versioned table it captures is refused (``check_unsupported_tables``).
     """
     conn = up.connect()
     try:
@@ -425,9 +434,68 @@ def check_upstream(up: UpstreamConfig, *, need_gtid: bool = False) -> dict[str, 
             cur.execute("SHOW GRANTS FOR CURRENT_USER()")
             grants = " ".join(str(r[0]).upper() for r in cur.fetchall())
         check_privileges(grants, up)
+        if captures is not None and ver.mariadb:
+            check_unsupported_tables(unsupported_tables(conn), captures, f"{up.host}:{up.port}")
         return facts
     finally:
         conn.close()
+
+
+UNSUPPORTED_TABLE_TYPES = {"SEQUENCE": "sequence", "SYSTEM VERSIONED": "system-versioned table"}
+"""MariaDB's information_schema.TABLES.TABLE_TYPE of tables whose rows sparkcdc does not deliver yet.
+
+A SEQUENCE is a one-row table that NEXTVAL rewrites; a system-versioned table logs history rows and
+has hidden row_start/row_end columns. Neither maps onto the changes of an ordinary table.
+"""
+
+
+def unsupported_tables(conn: pymysql.connections.Connection) -> list[tuple[str, str, str]]:
+    """(database, table, kind) of every sequence and system-versioned table on a MariaDB server."""
+    types = ", ".join(f"'{t}'" for t in UNSUPPORTED_TABLE_TYPES)
+    with conn.cursor() as cur:
+        cur.execute(
+            "SELECT TABLE_SCHEMA, TABLE_NAME, TABLE_TYPE FROM information_schema.TABLES "
+            f"WHERE TABLE_TYPE IN ({types}) ORDER BY TABLE_SCHEMA, TABLE_NAME"
+        )
+        return [(str(r[0]), str(r[1]), UNSUPPORTED_TABLE_TYPES[str(r[2])]) for r in cur.fetchall()]
+
+
+def exclusion_rule(schema: str, table: str) -> str:
+    """The ``[filter] rules`` entry that leaves one table out (names quoted when they need it)."""
+
+    def part(name: str) -> str:
+        if re.fullmatch(r"[A-Za-z0-9_$]+", name):
+            return name
+        return "`" + name.replace("`", "``") + "`"
+
+    return f"!{part(schema)}.{part(table)}"
+
+
+_SHOWN_TABLES = 10
+"""How many refused tables a message names."""
+
+
+def check_unsupported_tables(
+    tables: list[tuple[str, str, str]], captures: Callable[[str, str], bool], where: str
+) -> None:
+    """Raise ConfigError naming the sequences and system-versioned tables the filter captures."""
+    hit = [(s, t, kind) for s, t, kind in tables if captures(s, t)]
+    if not hit:
+        return
+    shown = hit[:_SHOWN_TABLES]
+    names = ", ".join(f"{kind} {quote_name(s, t)}" for s, t, kind in shown)
+    rules = ", ".join(repr(exclusion_rule(s, t)) for s, t, _ in shown)
+    more = f" and {len(hit) - len(shown)} more" if len(hit) > len(shown) else ""
+    raise ConfigError(
+        f"the changefeed's table filter captures {names}{more} on upstream {where}: sparkcdc does not "
+        f"deliver the rows of sequences and system-versioned tables yet; exclude them in [filter] rules "
+        f"(add {rules}{more and ' and the others'})"
+    )
+
+
+def quote_name(schema: str, table: str) -> str:
+    """``db.table`` as a message shows it (backquoted)."""
+    return "`" + schema.replace("`", "``") + "`.`" + table.replace("`", "``") + "`"
 
 
 def check_privileges(grants: str, up: UpstreamConfig) -> None:
@@ -462,3 +530,10 @@ def check_privileges(grants: str, up: UpstreamConfig) -> None:
             up.port,
             up.user,
         )
+
+
+def binary_logs(conn: pymysql.connections.Connection) -> list[tuple[str, int]]:
+    """The binlog files the server still has, oldest first, with their sizes."""
+    with conn.cursor() as cur:
+        cur.execute("SHOW BINARY LOGS")
+        return [(str(r[0]), int(r[1])) for r in cur.fetchall()]

@@ -15,7 +15,12 @@ the class by protocol. Both run the poll/apply loop of
   applied in commit order among the rows once W has passed them.
 * Applied changes go through ``sparkcdc.sink.mysql.applier.MySQLApplier``
   (the same applier as the MySQL sink), sorted by commit_ts, each partition's
-  order kept.
+  order kept. Partitions of one transaction interleave in arrival order: that
+  is enough because every change of a key goes to the key's partition, in the
+  binlog's order (key-changing UPDATEs split, as the sink does by default) or
+  as one net change per key (a transaction with a split UPDATE, see
+  ``sparkcdc.sink.kafka.writer``), and the applier never moves a change of a
+  key across another change of the same key.
 * Progress: the applied watermark is stored in the downstream table
   ``<progress-schema>.sparkcdc_kafka_consumer_progress`` *before* the Kafka
   offsets are committed (consumer group ``group-id``, default

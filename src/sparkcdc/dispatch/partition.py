@@ -18,7 +18,18 @@ CRC-32 and the pieces are XOR-ed, so column order does not matter. Values render
 as TiCDC's ``ColumnValueString`` does: NULL → ``null``, integers in decimal,
 floats in the shortest ``'f'`` form (FLOAT at 32-bit precision), strings as
 UTF-8, bytes raw, DECIMAL as its plain digits, ENUM as its 1-based index and SET
-as its bit mask. DELETE hashes the old row. An unknown rule is refused at
+as its bit mask. DELETE hashes the old row, INSERT and UPDATE the new one (TiCDC's
+``IndexValueDispatcher`` takes ``Columns``, the post-image, unless the row is a delete).
+
+Changes of one key stay in one partition. A transaction's key may change several times (MySQL and
+MariaDB run statements one after the other); by default the Kafka sink splits every key-changing
+UPDATE into a DELETE, hashed by the old key, and an INSERT, hashed by the new one, as TiCDC does
+since v6.5.3, so each change lands in its key's partition and a key's partition holds all of its
+changes in order: a consumer that merges partitions transaction by transaction in any order
+replays the table correctly. With ``output-raw-change-event = true`` an UPDATE that changes the key
+goes, like TiCDC's, to the partition of its *new* key, away from the earlier changes of its old key;
+a consumer merging partitions then cannot order it against a later reuse of the old key in the same
+transaction, so key-based rules should keep the default split. An unknown rule is refused at
 creation with the list of valid rules (TiCDC only warns and falls back); the
 rule is parsed by ``sparkcdc.config.dispatch_rule``, which loading a
 ReplicaConfig runs too.

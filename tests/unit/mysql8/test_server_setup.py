@@ -158,7 +158,9 @@ def test_mariadb_wording_is_unchanged() -> None:
     }
     check_setup(MARIADB, maria, "m:3306")
     with pytest.raises(
-        UpstreamSetupError, match=r"SET GLOBAL binlog_format=ROW \(and set it in the server config\)"
+        UpstreamSetupError,
+        match=r"SET GLOBAL binlog_format=ROW \(and set it in the server config: binlog_format=ROW under "
+        r"\[mysqld\] in my.cnf, to keep it across restarts\)",
     ):
         check_setup(MARIADB, {**maria, "binlog_format": "STATEMENT"}, "m:3306")
     with pytest.raises(UpstreamSetupError, match=r"start the server with --log-bin --binlog-format=ROW"):

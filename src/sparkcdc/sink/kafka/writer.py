@@ -1,17 +1,31 @@
 """Executor side of the Kafka sink: ``KafkaPartitionWriter`` produces one writer group's rows.
 
 A writer buffers each transaction, splits its key-changing UPDATEs (spec §7, reordering the
-transaction DELETE < UPDATE < INSERT), encodes each run of consecutive rows of one table with its
-table's cached route (``_TableRoute``: topic, partition rule, key columns, run encoder: one call per
-run, for canal-json in C), applies the large-message rules and produces with delivery tracking;
-``close()`` returns once the broker acknowledged every message. A transaction larger than ``MAX_TXN_ROWS`` row changes is sent in chunks of that many as it
-arrives (the reorder applies within each chunk), so a writer's memory does not grow with it.
-``writer_group`` maps a Kafka (topic, partition) onto the writer group that owns it.
+transaction DELETE < UPDATE < INSERT, after collapsing it to one net change per key: see
+``_net_changes``), encodes each run of consecutive rows of one table with its table's cached route
+(``_TableRoute``: topic, partition rule, key columns, run encoder: one call per run, for canal-json
+in C), applies the large-message rules and produces with delivery tracking; ``close()`` returns once
+the broker acknowledged every message. A transaction larger than ``MAX_TXN_ROWS`` row changes is
+sent in chunks of that many as it arrives (the collapse and reorder apply within each chunk), so a
+writer's memory does not grow with it. ``writer_group`` maps a Kafka (topic, partition) onto the
+writer group that owns it.
+
+Keys changed several times in one transaction. TiDB hands TiCDC at most one change per key per
+transaction, so its DELETE < UPDATE < INSERT sort cannot reorder two changes of one key. A MySQL or
+MariaDB binlog can (``UPDATE id=2 WHERE id=1; UPDATE id=3 WHERE id=2``): sorting its split halves
+would send D1, D2, I2, I3 and leave row 2 behind. A transaction that is reordered is therefore first
+collapsed to its net change per handle key (a chain I→U→D sends nothing, U(1→2) U(2→3) sends D1 +
+I3, a net UPDATE that changes a unique key is split again), which is the TiDB-shaped transaction the
+format and TiCDC's consumers expect; rows of a table without a handle key cannot be collapsed and
+keep their binlog order. A transaction without a split UPDATE is sent in binlog order, which keeps
+every key's order as well.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import zlib
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from sparkcdc.sink.base import PartitionWriter, WriterContext
@@ -28,8 +42,9 @@ _OP_ORDER = {"D": 0, "U": 1, "I": 2}
 
 MAX_TXN_ROWS = 8192
 """Row changes of one transaction a writer holds at most: a larger transaction is sent in chunks of
-this many, each reordered DELETE < UPDATE < INSERT on its own when it holds a split UPDATE, so a
-transaction of any size streams in bounded memory (the reorder of spec §7 is then per chunk)."""
+this many, each collapsed per key and reordered DELETE < UPDATE < INSERT on its own when it holds a
+split UPDATE, so a transaction of any size streams in bounded memory (the reorder of spec §7 is then
+per chunk; the chunks follow each other in every partition, so each key's order still holds)."""
 
 
 def writer_group(topic: str, partition: int, num_writers: int) -> int:
@@ -186,8 +201,9 @@ class KafkaPartitionWriter(PartitionWriter):
     def _flush_txn(self) -> None:
         txn = self._txn
         if self._txn_split:
-            # spec §7: once an UPDATE was split, the transaction is ordered DELETE < UPDATE < INSERT
-            txn = _reordered(txn)
+            # spec §7: once an UPDATE was split, the transaction is ordered DELETE < UPDATE < INSERT;
+            # collapsed per key first, as that sort is only sound with one change per key
+            txn = _net_changes(txn, self.sink.split)
         try:
             for rows, table, tr in txn:
                 if tr.encode_rows is not None:
@@ -269,17 +285,93 @@ def _op_of(row: RowChange) -> str:
     return row.op
 
 
-def _reordered(txn: list[_Run]) -> list[_Run]:
-    """The transaction's row changes ordered DELETE < UPDATE < INSERT (stable), regrouped into runs."""
-    flat = [(row, table, tr) for rows, table, tr in txn for row in rows]
-    flat.sort(key=_op_rank)
+def _net_changes(txn: list[_Run], split: _Splitter) -> list[_Run]:
+    """The transaction as one net change per handle key, ordered DELETE < UPDATE < INSERT, regrouped into runs.
+
+    Every held row is an INSERT, a DELETE or an UPDATE that keeps its handle key (the key-changing
+    ones were split), so a key's net change follows from its first pre-image and its last
+    post-image: absent before and after → nothing; absent before → INSERT; absent after → DELETE;
+    else UPDATE (split again when it changes a unique key). Rows of a table without a handle key
+    cannot be matched up: they go first, in binlog order, since sorting them by kind would reorder
+    an INSERT and a DELETE of the same row.
+    """
+    keyless: list[_Item] = []
+    ranked: list[_Item] = []
+    first: dict[tuple[int, Any], int] = {}
+    """(route, key) → position in ``ranked`` of the key's first row."""
+    nets: dict[int, _NetChange] = {}
+    """Position of a key's first row → its changes, for keys changed more than once."""
+    for rows, table, tr in txn:
+        key_index = table.handle_key_index
+        if not key_index:
+            keyless.extend((row, table, tr) for row in rows)
+            continue
+        route = id(tr)
+        single = key_index[0] if len(key_index) == 1 else -1
+        for row in rows:
+            image = row.before if row.op == "D" else row.after
+            assert image is not None
+            key = (route, image[single] if single >= 0 else tuple(image[i] for i in key_index))
+            at = first.setdefault(key, len(ranked))
+            if at == len(ranked):
+                ranked.append((row, table, tr))
+                continue
+            net = nets.get(at)
+            if net is None:
+                net = nets[at] = _NetChange(ranked[at][0], table, tr)
+            net.add(row)
+    items = ranked
+    if nets:
+        # a key changed more than once: its net change takes the place of its first row
+        items = []
+        for at, item in enumerate(ranked):
+            net = nets.get(at)
+            if net is None:
+                items.append(item)
+            else:
+                items.extend((row, net.table, net.tr) for row in net.rows(split))
+    items.sort(key=_op_rank)
     out: list[_Run] = []
-    for row, table, tr in flat:
+    for row, table, tr in keyless + items:
         if out and out[-1][2] is tr:
             out[-1][0].append(row)
         else:
             out.append(([row], table, tr))
     return out
+
+
+_Item = tuple["RowChange", "TableInfo", _TableRoute]
+
+_Splitter = Callable[["RowChange", "TableInfo", tuple[int, ...]], "list[RowChange] | None"]
+"""``KafkaSink.split``: the DELETE + INSERT of a key-changing UPDATE, else None."""
+
+
+class _NetChange:
+    """The changes of a key changed more than once in one transaction: its first pre-image and last row."""
+
+    __slots__ = ("existed", "first_before", "last", "table", "tr")
+
+    def __init__(self, row: RowChange, table: TableInfo, tr: _TableRoute) -> None:
+        self.table = table
+        self.tr = tr
+        self.existed = row.op != "I"
+        self.first_before = row.before
+        self.last = row
+
+    def add(self, row: RowChange) -> None:
+        self.last = row
+
+    def rows(self, split: _Splitter) -> list[RowChange]:
+        """The net change: nothing, or one INSERT, DELETE or UPDATE (or the DELETE + INSERT of a split one)."""
+        last = self.last
+        after = None if last.op == "D" else last.after
+        if not self.existed:
+            return [] if after is None else [dataclasses.replace(last, op="I", before=None, after=after)]
+        if after is None:
+            return [dataclasses.replace(last, op="D", before=self.first_before, after=None)]
+        update = dataclasses.replace(last, op="U", before=self.first_before, after=after)
+        parts = split(update, self.table, self.tr.key_indexes)
+        return [update] if parts is None else parts
 
 
 def _op_rank(item: tuple[RowChange, TableInfo, _TableRoute]) -> int:

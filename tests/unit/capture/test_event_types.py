@@ -134,7 +134,7 @@ def test_a_statement_format_row_change_is_refused_when_it_may_touch_a_captured_t
     assert len(rows) == 1 and rows[0].where == "mysql-bin.000001:100"
     with pytest.raises(UpstreamSetupError, match="binlog_format=ROW"):
         check_statement_rows(rows[0], lambda s, t: (s, t) == ("d", "t"))
-    with pytest.raises(UpstreamSetupError, match=r"mysql-bin\.000001:100"):
+    with pytest.raises(UpstreamSetupError, match="at f:1 "):
         check_statement_rows(StatementRows("UPDATE t, u SET t.a = 1", "d", "f:1"), lambda s, t: False)
     check_statement_rows(rows[0], lambda s, t: s != "d")  # plainly outside the filter: not this changefeed's
 

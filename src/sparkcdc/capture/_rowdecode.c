@@ -46,6 +46,9 @@ enum {
     K_SET,       /* a = bytes, obj = tuple of names */
     K_STRING,    /* a = length bytes (1-4), b = pad to (BINARY(n)) or 0, obj = codec name or None (bytes) */
     K_JSON,      /* MySQL binary JSON: a = length bytes (1-4), obj = (opaque_text, error class) */
+    K_UUID,      /* MariaDB UUID: a = length bytes (1), value padded to 16 bytes, text 8-4-4-4-12 */
+    K_INET4,     /* MariaDB INET4: a = length bytes (1), value padded to 4 bytes, dotted quad */
+    K_INET6,     /* MariaDB INET6: a = length bytes (1), value padded to 16 bytes, MariaDB's text */
     K_LAST
 };
 
@@ -959,6 +962,79 @@ static PyObject *decode_json(PyObject *helpers, const unsigned char *d, Py_ssize
     return r;
 }
 
+/* MariaDB's data-type plugin values (UUID, INET4, INET6). The binlog carries them as BINARY(n)
+   does: a 1-byte length, then the value in its in-memory (text) byte order without its trailing
+   zero bytes. The text is the one MariaDB prints (plugin/type_uuid, plugin/type_inet). */
+static const char HEX_LOWER[] = "0123456789abcdef";
+
+static PyObject *fbt_text(int kind, const unsigned char *src, Py_ssize_t n)
+{
+    unsigned char v[16];
+    char out[64];
+    Py_ssize_t size = kind == K_INET4 ? 4 : 16;
+    int len = 0;
+    if (n > size) {
+        PyErr_Format(PyExc_ValueError, "a %s value of %zd bytes, more than %zd",
+                     kind == K_UUID ? "UUID" : kind == K_INET4 ? "INET4" : "INET6", n, size);
+        return NULL;
+    }
+    memset(v, 0, sizeof(v));
+    memcpy(v, src, (size_t)n);
+    if (kind == K_UUID) {
+        for (int i = 0; i < 16; i++) {
+            if (i == 4 || i == 6 || i == 8 || i == 10)
+                out[len++] = '-';
+            out[len++] = HEX_LOWER[v[i] >> 4];
+            out[len++] = HEX_LOWER[v[i] & 15];
+        }
+    } else if (kind == K_INET4) {
+        len = snprintf(out, sizeof(out), "%d.%d.%d.%d", v[0], v[1], v[2], v[3]);
+    } else {
+        unsigned int w[8];
+        int gap_pos = -1, gap_len = -1, rg_pos = -1, rg_len = -1;
+        for (int i = 0; i < 8; i++)
+            w[i] = (unsigned int)(v[2 * i] << 8 | v[2 * i + 1]);
+        /* the gap: the first longest run of zero words, even of one word (Inet6::to_string) */
+        for (int i = 0; i < 8; i++) {
+            if (w[i] != 0) {
+                if (rg_pos >= 0) {
+                    if (rg_len > gap_len) {
+                        gap_pos = rg_pos;
+                        gap_len = rg_len;
+                    }
+                    rg_pos = rg_len = -1;
+                }
+            } else if (rg_pos >= 0) {
+                rg_len++;
+            } else {
+                rg_pos = i;
+                rg_len = 1;
+            }
+        }
+        if (rg_pos >= 0 && rg_len > gap_len) {
+            gap_pos = rg_pos;
+            gap_len = rg_len;
+        }
+        for (int i = 0; i < 8; i++) {
+            if (i == gap_pos) {
+                if (i == 0)
+                    out[len++] = ':';
+                out[len++] = ':';
+                i += gap_len - 1;
+            } else if (i == 6 && gap_pos == 0 && (gap_len == 6 || (gap_len == 5 && w[5] == 0xffff))) {
+                /* IPv4-compatible or IPv4-mapped: the last 4 bytes as a dotted quad */
+                len += snprintf(out + len, sizeof(out) - (size_t)len, "%d.%d.%d.%d", v[12], v[13], v[14], v[15]);
+                break;
+            } else {
+                len += snprintf(out + len, sizeof(out) - (size_t)len, "%x", w[i]);
+                if (i != 7)
+                    out[len++] = ':';
+            }
+        }
+    }
+    return PyUnicode_DecodeASCII(out, len, NULL);
+}
+
 static int truncated(Py_ssize_t col, Py_ssize_t need, Py_ssize_t at, Py_ssize_t end)
 {
     PyErr_Format(PyExc_IndexError,
@@ -1082,7 +1158,10 @@ static PyObject *decode_image(LayoutObject *L, const unsigned char *buf, Py_ssiz
             v = decode_set(c->obj, le_uint(q, (int)c->a));
             break;
         case K_STRING:
-        case K_JSON: {
+        case K_JSON:
+        case K_UUID:
+        case K_INET4:
+        case K_INET6: {
             Py_ssize_t lb = c->a;
             Py_ssize_t n;
             if (end - p < lb) {
@@ -1095,7 +1174,12 @@ static PyObject *decode_image(LayoutObject *L, const unsigned char *buf, Py_ssiz
                 truncated(c->index, n, p, end);
                 goto fail;
             }
-            v = c->kind == K_JSON ? decode_json(c->obj, buf + p, n) : decode_text(c, buf + p, n);
+            if (c->kind == K_JSON)
+                v = decode_json(c->obj, buf + p, n);
+            else if (c->kind == K_STRING)
+                v = decode_text(c, buf + p, n);
+            else
+                v = fbt_text(c->kind, buf + p, n);
             p += n;
             break;
         }
@@ -1234,6 +1318,13 @@ static int check_col(Col *c, Py_ssize_t ncol, Py_ssize_t prev)
     case K_JSON:
         if (a < 1 || a > 4 || b != 0 || c->obj == NULL || !PyTuple_CheckExact(c->obj) || PyTuple_GET_SIZE(c->obj) != 2 ||
             !PyCallable_Check(PyTuple_GET_ITEM(c->obj, 0)) || !PyExceptionClass_Check(PyTuple_GET_ITEM(c->obj, 1)))
+            goto bad;
+        c->size = 0;
+        break;
+    case K_UUID:
+    case K_INET4:
+    case K_INET6:
+        if (a != 1 || b != 0)
             goto bad;
         c->size = 0;
         break;
@@ -1575,7 +1666,8 @@ PyMODINIT_FUNC PyInit__rowdecode(void)
         {"K_DATETIME2", K_DATETIME2}, {"K_DATETIME", K_DATETIME}, {"K_TIMESTAMP2", K_TIMESTAMP2},
         {"K_TIMESTAMP", K_TIMESTAMP}, {"K_TIME2", K_TIME2},     {"K_TIME", K_TIME},
         {"K_BIT", K_BIT},           {"K_ENUM", K_ENUM},         {"K_SET", K_SET},
-        {"K_STRING", K_STRING},     {"K_JSON", K_JSON},
+        {"K_STRING", K_STRING},     {"K_JSON", K_JSON},         {"K_UUID", K_UUID},
+        {"K_INET4", K_INET4},       {"K_INET6", K_INET6},
     };
 
     if (PyType_Ready(&LayoutType) < 0)

@@ -30,6 +30,9 @@ K_ENUM: int
 K_SET: int
 K_STRING: int
 K_JSON: int
+K_UUID: int
+K_INET4: int
+K_INET6: int
 
 class Layout:
     """The columns present in one row image: (kind, index, a, b, obj) each, in column order."""

@@ -141,7 +141,9 @@ class RowReader:
     def _decoder(self, tm: TableMap) -> tuple[TableMap, RowDecoder | None, TableInfo | None]:
         if self.match is not None and not self.match(tm.schema, tm.table):
             return (tm, None, None)
-        return (tm, RowDecoder(tm, self.tsr), self.shapes.resolve(tm))
+        info = self.shapes.resolve(tm)
+        # The table map cannot tell UUID/INET4/INET6 from BINARY(n): the tracked shape can.
+        return (tm, RowDecoder(tm, self.tsr, info=info), info)
 
     def events(self) -> Iterator[RowChange | Offset]:
         """RowChanges in commit order; an Offset after each transaction and when idle."""

@@ -22,8 +22,8 @@ __all__ = ["check_full_image"]
 
 @lru_cache(maxsize=1024)
 def _all_present(ncol: int) -> bytes:
-    """The bitmap naming all ``ncol`` columns, every byte 0xFF (the server sets the unused high bits too)."""
-    return b"\xff" * ((ncol + 7) // 8)
+    """The bitmap naming all ``ncol`` columns as MariaDB writes it: the unused high bits clear."""
+    return ((1 << ncol) - 1).to_bytes((ncol + 7) // 8, "little")
 
 
 def check_full_image(
@@ -50,7 +50,7 @@ def check_full_image(
     if ncol == column_count:
         if body[pos:end] == full * images:
             return
-        # the unused bits of the last byte may be clear: compare the columns' bits alone
+        # a server that sets the unused high bits of the last byte: compare the columns' bits alone
         if all(_covers(body[p : p + nb], ncol) for p in range(pos, end, nb)):
             return
     _raise_partial(body, pos, nb, ncol, images, column_count, op, table, where)

@@ -29,7 +29,7 @@ from sparkcdc.model import RowChange
 
 if TYPE_CHECKING:
     from sparkcdc.capture import _rowdecode
-    from sparkcdc.model import BinlogPosition
+    from sparkcdc.model import BinlogPosition, TableInfo
 
 log = logging.getLogger(__name__)
 
@@ -176,6 +176,68 @@ def _zone(tz: str) -> Any:
         raise DecodeError(
             f"unknown time zone {tz!r}; use an IANA name like Asia/Shanghai or an offset like +08:00"
         ) from exc
+
+
+def uuid_text(v: bytes) -> str:
+    """A UUID's 16 bytes as MariaDB prints them: lower-case hex, 8-4-4-4-12."""
+    h = v.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+def inet4_text(v: bytes) -> str:
+    """An INET4's 4 bytes as a dotted quad."""
+    return "%d.%d.%d.%d" % (v[0], v[1], v[2], v[3])
+
+
+def inet6_text(v: bytes) -> str:
+    """An INET6's 16 bytes as MariaDB prints them (``Inet6::to_string``).
+
+    Groups in lower-case hex without leading zeros; the first longest run of zero groups, even
+    a run of one, becomes ``::``; an address whose first 96 bits are zero (IPv4-compatible,
+    unless the run is longer) or ``::ffff`` (IPv4-mapped) ends in a dotted quad. Python's
+    ``ipaddress`` differs on the single zero group and the IPv4 forms.
+    """
+    words = [v[2 * i] << 8 | v[2 * i + 1] for i in range(8)]
+    gap_pos, gap_len, run_pos, run_len = -1, -1, -1, -1
+    for i, w in enumerate(words):
+        if w:
+            if run_pos >= 0:
+                if run_len > gap_len:
+                    gap_pos, gap_len = run_pos, run_len
+                run_pos = run_len = -1
+        elif run_pos >= 0:
+            run_len += 1
+        else:
+            run_pos, run_len = i, 1
+    if run_pos >= 0 and run_len > gap_len:
+        gap_pos, gap_len = run_pos, run_len
+    out: list[str] = []
+    i = 0
+    while i < 8:
+        if i == gap_pos:
+            out.append("::" if i == 0 else ":")
+            i += gap_len
+            continue
+        if i == 6 and gap_pos == 0 and (gap_len == 6 or (gap_len == 5 and words[5] == 0xFFFF)):
+            out.append("%d.%d.%d.%d" % (v[12], v[13], v[14], v[15]))
+            break
+        out.append("%x" % words[i])
+        if i != 7:
+            out.append(":")
+        i += 1
+    return "".join(out)
+
+
+PLUGIN_TEXT = {"uuid": uuid_text, "inet4": inet4_text, "inet6": inet6_text}
+"""The text of a MariaDB data-type plugin value from its bytes (padded to the type's size)."""
+
+
+def plugin_value(type_name: str, raw: bytes) -> str:
+    """A UUID/INET4/INET6 value of the binlog (trailing zero bytes cut) as MariaDB prints it."""
+    size = tmod.PLUGIN_TYPE_SIZES[type_name]
+    if len(raw) > size:
+        raise ValueError(f"a {type_name.upper()} value of {len(raw)} bytes, more than {size}")
+    return PLUGIN_TEXT[type_name](raw.ljust(size, b"\x00"))
 
 
 def decode_set(bits: int, elements: Sequence[str]) -> str:
@@ -338,6 +400,10 @@ def read_value(tm: TableMap, tsr: TimestampRenderer, i: int, buf: bytes, p: int)
     raw = buf[p : p + n]
     if codec != "binary":
         return raw.decode(codec, "surrogateescape"), p + n
+    if t == tmod.T_STRING and tm.plugin_types:
+        plugin = tm.plugin_types.get(i)
+        if plugin is not None:
+            return plugin_value(plugin, raw), p + n
     if t == tmod.T_STRING:
         # BINARY(n) is stored without its trailing zero bytes; SELECT shows them.
         return raw.ljust(maxlen, b"\x00"), p + n
@@ -464,6 +530,10 @@ def native_column(tm: TableMap, tsr: TimestampRenderer, i: int) -> tuple[int, in
         if not (isinstance(m, int) and 1 <= m <= 4):
             return None
         return (n.K_JSON, i, m, 0, (opaque_text, JsonBinaryError))
+    plugin = tm.plugin_types.get(i)
+    if plugin is not None:
+        kinds = {"uuid": n.K_UUID, "inet4": n.K_INET4, "inet6": n.K_INET6}
+        return (kinds[plugin], i, 1, 0, None)
     cs = tm.charsets[i]
     codec = charset_codec(cs) if cs is not None else "binary"
     if t in (tmod.T_VARCHAR, tmod.T_VAR_STRING, tmod.T_STRING):
@@ -480,9 +550,20 @@ def native_column(tm: TableMap, tsr: TimestampRenderer, i: int) -> tuple[int, in
 class RowDecoder:
     """Decodes the row images of ROWS events for one table map."""
 
-    def __init__(self, tm: TableMap, tsr: TimestampRenderer, native: bool | None = None) -> None:
-        """``native``: use the C decoder (None: when it is built); False: the Python reference."""
-        self.tm = tm
+    def __init__(
+        self,
+        tm: TableMap,
+        tsr: TimestampRenderer,
+        native: bool | None = None,
+        info: TableInfo | None = None,
+    ) -> None:
+        """``native``: use the C decoder (None: when it is built); False: the Python reference.
+
+        ``info``: the tracked shape of the rows (TableShapes.resolve), which alone says which
+        BINARY(16)/BINARY(4) columns of the map are MariaDB UUID/INET6/INET4 columns: their
+        values are then decoded to the text MariaDB prints instead of bytes.
+        """
+        self.tm = tmod.with_plugin_types(tm, info)
         self.tsr = tsr
         if native and _native is None:
             raise RuntimeError("the C row decoder (sparkcdc.capture._rowdecode) is not built")

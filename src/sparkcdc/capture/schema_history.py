@@ -30,7 +30,7 @@ from typing import Any, Protocol
 
 import orjson
 
-from sparkcdc.capture.catalog import SchemaCatalog, TableMeta
+from sparkcdc.capture.catalog import SchemaCatalog, TableMatch, TableMeta
 from sparkcdc.capture.ddl import AlterDatabase, CreateDatabase, parse_statement, resolve_charset
 from sparkcdc.errors import SchemaError
 from sparkcdc.model.events import DDLEvent, DDLType
@@ -159,7 +159,10 @@ def _ddl_key(ev: DDLEvent) -> tuple[Any, ...]:
 class SchemaHistory:
     """Every version of every table (and database), in commit_ts order."""
 
-    def __init__(self, store: SchemaHistoryStore | None = None) -> None:
+    def __init__(self, store: SchemaHistoryStore | None = None, captured: TableMatch | None = None) -> None:
+        """``captured``: the changefeed's table filter, given to every catalog ``catalog_at`` makes
+        (a DDL that fails on tables outside it only forgets them; see ``SchemaCatalog.apply_ddl``)."""
+        self.captured = captured
         self._store: SchemaHistoryStore = store if store is not None else MemorySchemaHistoryStore()
         self._tables: dict[tuple[str, str], list[_Version]] = {}
         self._dbs: dict[str, list[tuple[int, tuple[str, str] | None]]] = {}
@@ -173,9 +176,9 @@ class SchemaHistory:
 
     # -- opening -----------------------------------------------------------------------------
     @classmethod
-    def open(cls, store: SchemaHistoryStore) -> SchemaHistory:
+    def open(cls, store: SchemaHistoryStore, captured: TableMatch | None = None) -> SchemaHistory:
         """Replay the store's entries into a new history that appends to the same store."""
-        h = cls(store)
+        h = cls(store, captured)
         for entry in store.load():
             h._apply_entry(entry)
         return h
@@ -223,7 +226,18 @@ class SchemaHistory:
         if commit_ts <= catalog.applied_ts:
             return list(self._events.get((commit_ts, query), []))
         events = catalog.apply_ddl(query, default_schema, commit_ts)
-        entries = []
+        entries: list[dict[str, Any]] = []
+        for schema, table in catalog.forgotten:
+            # the table's shape is unknown from here on: no version of it is in force
+            forget: dict[str, Any] = {
+                "format": ENTRY_FORMAT,
+                "kind": "forget",
+                "ts": commit_ts,
+                "schema": schema,
+                "table": table,
+            }
+            self._apply_entry(forget)
+            entries.append(forget)
         for ev in events:
             meta = catalog.meta(ev.schema, ev.table) if ev.table_info is not None else None
             entry = self._entry_for(ev, meta)
@@ -298,6 +312,12 @@ class SchemaHistory:
                     (info.schema, info.table), _Version(ts, info, cat.meta(info.schema, info.table))
                 )
             bisect.insort(self._bootstraps, ts)
+            return
+        if kind == "forget":
+            key0 = (str(entry["schema"]), str(entry["table"]))
+            versions0 = self._tables.get(key0)
+            if versions0 and versions0[-1].info is not None:
+                self._add_table(key0, _Version(ts, None, None))
             return
         if kind != "ddl":
             raise SchemaError(
@@ -388,7 +408,10 @@ class SchemaHistory:
     def catalog_at(self, ts: int) -> SchemaCatalog:
         """A catalog with every database and table as they were at ``ts``."""
         cat = SchemaCatalog(
-            server_charset=self._server[0], server_collation=self._server[1], scope=self._scope
+            server_charset=self._server[0],
+            server_collation=self._server[1],
+            scope=self._scope,
+            captured=self.captured,
         )
         for name in sorted(self._dbs):
             d = self._db_at(name, ts)

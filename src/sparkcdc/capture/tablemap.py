@@ -7,8 +7,9 @@ decoded with the layout they were written in, whatever DDL ran since.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
+from sparkcdc.errors import SchemaError
 from sparkcdc.model import ColumnInfo, IndexInfo, TableInfo
 
 # enum_field_types
@@ -122,10 +123,56 @@ class TableMap:
     primary_key: list[int] = field(default_factory=list)
     real_types: list[int] = field(default_factory=list)
     """Per column: the real type (ENUM/SET hide behind STRING in ``types``)."""
+    plugin_types: dict[int, str] = field(default_factory=dict)
+    """Columns of MariaDB's data-type plugins (``uuid``, ``inet4``, ``inet6``) by index. The table
+    map says BINARY(16)/BINARY(4) for them; only the tracked shape knows (``with_plugin_types``)."""
 
     @property
     def column_count(self) -> int:
         return len(self.types)
+
+
+PLUGIN_TYPE_SIZES = {"uuid": 16, "inet4": 4, "inet6": 16}
+"""MariaDB's data-type plugins the decoders read, and their binary size.
+
+MariaDB logs such a column as BINARY(size) does (type STRING, metadata ``0xFE, size``, binary
+charset) and its value as BINARY(size) values are: a 1-byte length, then the value without its
+trailing zero bytes. The value is the type's in-memory form, which is the order of its text: a
+UUID's 16 bytes as its 32 hex digits (InnoDB keeps time-based UUIDs in another order, the binlog
+does not), an INET4/INET6 address in network order.
+"""
+
+
+def with_plugin_types(tm: TableMap, info: TableInfo | None) -> TableMap:
+    """The table map with the plugin-type columns of the tracked shape ``info`` marked.
+
+    ``info`` describes the same columns as the map (TableShapes matched them by name); a column
+    the shape calls UUID/INET4/INET6 must be BINARY(n) of that type's size in the map, else the
+    shape is not the one the rows were written with: SchemaError naming the table and column.
+    """
+    if info is None or len(info.columns) != tm.column_count:
+        return tm
+    found: dict[int, str] = {}
+    for i, col in enumerate(info.columns):
+        size = PLUGIN_TYPE_SIZES.get(col.type)
+        if size is None:
+            continue
+        m = tm.meta[i]
+        if (
+            tm.real_types[i] != T_STRING
+            or m != (T_STRING, size)
+            or tm.charsets[i] not in (None, BINARY_CHARSET)
+        ):
+            raise SchemaError(
+                f"column {tm.schema}.{tm.table}.{col.name} is {col.type.upper()} in the tracked schema "
+                f"(version {info.version}) but the binlog table map gives type {tm.real_types[i]} with "
+                f"metadata {m!r}, not BINARY({size}); the tracked shape is not the one these rows were "
+                "written with: restart the changefeed from a new snapshot"
+            )
+        found[i] = col.type
+    if not found:
+        return tm
+    return replace(tm, plugin_types=found)
 
 
 def read_packed(buf: bytes, pos: int) -> tuple[int, int]:

@@ -52,6 +52,8 @@ EXTENSION_FIELDS: tuple[dict[str, Any], ...] = (
 
 _SMALL_INTS = frozenset({"tinyint", "smallint", "mediumint"})
 _STRING_TYPES = frozenset({"json", "date", "datetime", "timestamp", "time"})
+_PLUGIN_TIDB_TYPES = {"uuid": "UUID", "inet4": "INET4", "inet6": "INET6"}
+"""MariaDB's data-type plugins (TiDB has none): strings of their text, tidb_type their MariaDB name."""
 _CURRENT_TS = re.compile(r"(?i)^current_timestamp(\(\d*\))?$|^now\(\d*\)$|^localtimestamp(\(\d*\))?$")
 
 Converter = Callable[[Any], Any]
@@ -92,6 +94,8 @@ def tidb_type(col: ColumnInfo) -> str:
         return "TEXT"
     if t in BLOB_TYPES:
         return "BLOB"
+    if t in _PLUGIN_TIDB_TYPES:
+        return _PLUGIN_TIDB_TYPES[t]
     if t in (
         "float",
         "double",
@@ -153,7 +157,7 @@ def column_block(col: ColumnInfo, decimal_mode: str, bigint_mode: str) -> dict[s
     elif t in ("enum", "set"):
         allowed = ",".join(escape_enum_element(e) for e in col.elements)
         return {"type": "string", "connect.parameters": {"allowed": allowed, "tidb_type": tt}}
-    elif t in _STRING_TYPES:
+    elif t in _STRING_TYPES or t in _PLUGIN_TIDB_TYPES:
         avro_type = "string"
     elif t == "year":
         avro_type = "int"

@@ -60,6 +60,12 @@ _BASE_JAVA: dict[str, int] = {
     "bit": JAVA_BIT,
     "json": JAVA_VARCHAR,
     "geometry": JAVA_BINARY,
+    # MariaDB's data-type plugins: their values are their text (a UUID, an address), which a
+    # JDBC reader takes as a string; MariaDB Connector/J reads all three with getString too.
+    # mysqlType is MariaDB's own name (``uuid``, ``inet4``, ``inet6``): TiDB has no such types.
+    "uuid": JAVA_VARCHAR,
+    "inet4": JAVA_VARCHAR,
+    "inet6": JAVA_VARCHAR,
 }
 
 # Unsigned integers whose value exceeds the signed range get the next wider Java

@@ -10,12 +10,15 @@ FLOAT_TYPES = frozenset({"float", "double"})
 TEMPORAL_TYPES = frozenset({"date", "datetime", "timestamp", "time", "year"})
 TEXT_TYPES = frozenset({"char", "varchar", "tinytext", "text", "mediumtext", "longtext"})
 BLOB_TYPES = frozenset({"binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob"})
+PLUGIN_TYPES = frozenset({"uuid", "inet4", "inet6"})
+"""MariaDB's data-type plugins (UUID 10.7+, INET4 10.10+, INET6 10.5+): values are their text."""
 ALL_TYPES = (
     INT_TYPES
     | FLOAT_TYPES
     | TEMPORAL_TYPES
     | TEXT_TYPES
     | BLOB_TYPES
+    | PLUGIN_TYPES
     | frozenset({"decimal", "enum", "set", "bit", "json", "geometry"})
 )
 
@@ -63,7 +66,8 @@ class ColumnInfo:
     zero dates kept as ``0000-00-00``); year → int; text types → str; binary
     types → bytes; enum → the element name (``""`` for the invalid index 0);
     set → the element names joined by ``,`` in definition order; bit → int;
-    json → str (its MySQL text); NULL → None.
+    json → str (its MySQL text); uuid/inet4/inet6 → str as MariaDB prints it
+    (``6ccd780c-baba-1026-9564-5b8c656024db``, ``10.0.0.1``, ``::ffff:1.2.3.4``); NULL → None.
     """
 
     name: str

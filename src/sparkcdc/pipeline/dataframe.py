@@ -185,7 +185,12 @@ def prepare(opts: SourceOptions) -> tuple[dict[str, Any], dict[str, Any] | None]
         state.write_json("source.json", opts.fingerprint())
     history_path = state.join("schema_history.jsonl")
     from_head = not started and opts.start_ts is None
-    bootstrap_ts, bootstrap_pos = bootstrap_history(up, history_path, start, start if from_head else None)
+    from sparkcdc.filter import changefeed_filter
+
+    captured = changefeed_filter(opts.filter_rules).match
+    bootstrap_ts, bootstrap_pos = bootstrap_history(
+        up, history_path, start, start if from_head else None, captured
+    )
     spec = SourceSpec(
         changefeed_id=SOURCE_NAME,
         upstream_uri=opts.upstream_uri,

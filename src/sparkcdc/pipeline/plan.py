@@ -159,7 +159,8 @@ class Planner:
         """The last scan found nothing new: the next one may advance the resolved ts."""
         self.filter = spec.table_filter()
         self.event_filter = spec.event_filter()
-        self.history = SchemaHistory.open(open_history_store(spec.history_path))
+        # A DDL that fails only for tables outside the filter makes the catalog forget them.
+        self.history = SchemaHistory.open(open_history_store(spec.history_path), captured=self.filter.match)
         self._catalog: Any = None
         self._catalog_at: Offset | None = None
         self._plans: dict[tuple[Offset, Offset], BatchPlan] = {}

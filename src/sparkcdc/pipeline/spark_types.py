@@ -15,6 +15,7 @@ and says when a table's columns stop matching the stream's.
 | DECIMAL(P,S)                                   | decimal(P,S) (P ≤ 38), else string       |
 | DATE / DATETIME / TIMESTAMP                    | date / timestamp_ntz / timestamp (a zero date: NULL) |
 | TIME, CHAR, VARCHAR, TEXT, ENUM, SET, JSON     | string                                   |
+| UUID, INET4, INET6 (MariaDB)                   | string (the text MariaDB prints)         |
 | BINARY, VARBINARY, BLOB, GEOMETRY              | binary                                   |
 """
 

@@ -8,6 +8,7 @@ the upstream side (from a start-ts, ``file:pos``, GTID or the head to an ``Offse
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from sparkcdc.capture.offset import Offset, base_ts, file_seq
@@ -62,7 +63,11 @@ def resolve_start(
 
 
 def bootstrap_history(
-    up: UpstreamConfig, history_path: str, start: Offset, head: Offset | None = None
+    up: UpstreamConfig,
+    history_path: str,
+    start: Offset,
+    head: Offset | None = None,
+    captured: Callable[[str, str], bool] | None = None,
 ) -> tuple[int, list[Any] | None]:
     """Load the upstream's current tables into an empty schema history.
 
@@ -76,6 +81,8 @@ def bootstrap_history(
     before them are decoded with their binlog table map (which always describes the rows
     exactly). ``head``: the binlog head if the caller just read it. Otherwise the position
     comes from ``SHOW MASTER STATUS``, which costs no scan of the current binlog file.
+    ``captured``: the changefeed's table filter; a table outside it whose definition sparkcdc
+    cannot read is left out of the history instead of failing the start.
     """
     from sparkcdc.capture.catalog import SchemaCatalog
     from sparkcdc.capture.schema_history import SchemaHistory
@@ -94,7 +101,7 @@ def bootstrap_history(
             ts, file, pos = head.ts, head.file, head.pos
         else:
             (file, pos), ts = master_status(conn), 0
-        catalog = SchemaCatalog.load_from_upstream(conn, None, start.ts)
+        catalog = SchemaCatalog.load_from_upstream(conn, None, start.ts, captured)
     finally:
         conn.close()
     history.bootstrap(catalog, start.ts)

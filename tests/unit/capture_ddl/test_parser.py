@@ -332,7 +332,7 @@ def test_case_of_names_is_kept() -> None:
     [
         ("CREATE TABLE t (a int) SELECT 1", "CREATE TABLE ... SELECT"),
         ("CREATE TABLE t AS SELECT 1 AS a", "CREATE TABLE ... SELECT"),
-        ("CREATE TABLE t (a uuid)", "UUID"),
+        ("CREATE TABLE t (a vector(3))", "VECTOR"),
         ("CREATE TABLE t (a varchar)", "VARCHAR needs a length"),
         ("CREATE TABLE t (a int", "expected"),
         ("CREATE TABLE t (a int, a int)", "duplicate column"),

@@ -16,7 +16,9 @@ The package owns:
 - ``table``: one table's shape from CREATE TABLE (``build_table``,
   ``parse_create_table``, ``TableMeta``) and the working copy an ALTER edits;
 - ``apply``: what each DDL statement does to the catalog and the ``DDLEvent`` it yields;
-- ``table_maps``: ``reconcile``, the tracked shape held against a binlog table map.
+- ``table_maps``: ``reconcile``, the tracked shape held against a binlog table map;
+- ``scope``: the tables a DDL writes, so that a table the changefeed's filter leaves out
+  (``captured``) never fails it: its shape is skipped at load, its failing DDL forgotten.
 
 It imports the DDL parser (``sparkcdc.capture.ddl``), ``sparkcdc.model`` and
 ``sparkcdc.errors``, nothing else from sparkcdc. This module imports its submodules;
@@ -25,10 +27,12 @@ they name ``SchemaCatalog`` only for type checking, so the imports form no cycle
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 from typing import Any
 
 from sparkcdc.capture.catalog.apply import DDLApplier
+from sparkcdc.capture.catalog.scope import TableMatch, outside, unparsed_table, written_tables
 from sparkcdc.capture.catalog.table import (
     MAX_KEY_BYTES,
     IndexFlags,
@@ -56,11 +60,14 @@ __all__ = [
     "SYSTEM_SCHEMAS",
     "IndexFlags",
     "SchemaCatalog",
+    "TableMatch",
     "TableMeta",
     "build_table",
     "parse_create_table",
     "reconcile",
 ]
+
+log = logging.getLogger(__name__)
 
 SYSTEM_SCHEMAS = frozenset({"mysql", "information_schema", "performance_schema", "sys"})
 
@@ -74,7 +81,9 @@ class SchemaCatalog:
         server_charset: str = SERVER_CHARSET,
         server_collation: str | None = None,
         scope: Iterable[str] | None = None,
+        captured: TableMatch | None = None,
     ) -> None:
+        """``captured``: the changefeed's table filter; None captures every table (any failure fails)."""
         resolved = resolve_charset(server_charset, server_collation, None)
         assert resolved is not None
         self.server_charset, self.server_collation = resolved
@@ -85,6 +94,10 @@ class SchemaCatalog:
         self._meta: dict[tuple[str, str], TableMeta] = {}
         self.applied_ts = 0
         """The commit_ts the catalog is current at: its load version or the last DDL applied."""
+        self.captured = captured
+        """The changefeed's table filter (not persisted): a table outside it never fails the catalog."""
+        self.forgotten: list[tuple[str, str]] = []
+        """The tables the last ``apply_ddl`` forgot: outside the filter, their DDL failed to apply."""
 
     # -- reading -----------------------------------------------------------------------------
     def get(self, schema: str, table: str) -> TableInfo | None:
@@ -137,13 +150,21 @@ class SchemaCatalog:
 
     @classmethod
     def load_from_upstream(
-        cls, conn: Any, schemas: list[str] | None = None, version: int = 0
+        cls,
+        conn: Any,
+        schemas: list[str] | None = None,
+        version: int = 0,
+        captured: TableMatch | None = None,
     ) -> SchemaCatalog:
-        """Load every base table of the given (default: all non-system) databases via SHOW CREATE TABLE."""
+        """Load every base table of the given (default: all non-system) databases via SHOW CREATE TABLE.
+
+        A table whose definition cannot be read (a type sparkcdc does not know) fails the load
+        with its name when ``captured`` selects it, and is left untracked when it does not.
+        """
         with conn.cursor() as cur:
             cur.execute("SELECT @@character_set_server, @@collation_server")
             row = cur.fetchone()
-            cat = cls(server_charset=row[0], server_collation=row[1], scope=schemas)
+            cat = cls(server_charset=row[0], server_collation=row[1], scope=schemas, captured=captured)
             cat.applied_ts = version
             cur.execute(
                 "SELECT SCHEMA_NAME, DEFAULT_CHARACTER_SET_NAME, DEFAULT_COLLATION_NAME FROM information_schema.SCHEMATA"
@@ -166,14 +187,28 @@ class SchemaCatalog:
                 for t in tables:
                     cur.execute(f"SHOW CREATE TABLE {qualified(db, t)}")
                     ddl = cur.fetchone()[1]
-                    info, meta = parse_create_table_meta(ddl, db, version, cs, co)
+                    try:
+                        info, meta = parse_create_table_meta(ddl, db, version, cs, co)
+                    except SchemaError as e:
+                        if not outside([(db, t)], captured):
+                            raise SchemaError(
+                                f"table {qualified(db, t)} cannot be captured: {e.message}"
+                            ) from e
+                        log.warning(
+                            "table %s is not tracked (the changefeed's filter leaves it out): %s",
+                            qualified(db, t),
+                            e.message,
+                        )
+                        continue
                     cat.put(info, meta)
         return cat
 
     # -- persistence -------------------------------------------------------------------------
     def snapshot(self) -> SchemaCatalog:
         """An independent copy of the catalog."""
-        return SchemaCatalog.from_dict(self.to_dict())
+        cat = SchemaCatalog.from_dict(self.to_dict())
+        cat.captured = self.captured
+        return cat
 
     def to_dict(self) -> dict[str, Any]:
         """The whole catalog as a JSON-able dict."""
@@ -215,17 +250,46 @@ class SchemaCatalog:
 
         Non-DDL statements (BEGIN, DML, GRANT, SET ...) return [] and change nothing.
         A DDL on a tracked database's table the catalog does not know raises SchemaError.
+        A statement that cannot be parsed or applied, but writes only tables outside
+        ``captured``, forgets those tables (``forgotten``) and returns [].
         """
-        stmt = parse_statement(query)
+        self.forgotten = []
+        try:
+            stmt = parse_statement(query)
+        except SchemaError as e:
+            one = unparsed_table(query, default_schema or None)
+            if one is None or not outside([one], self.captured):
+                raise
+            return self._forget([one], query, commit_ts, e)
         if isinstance(stmt, Ignored):
             return []
         ctx = DDLApplier(self, query, default_schema or None, commit_ts)
         saved = (dict(self._dbs), dict(self._tables), dict(self._meta))
         try:
             events = ctx.run(stmt)
-        except BaseException:
+        except BaseException as e:
             # a statement applies entirely or not at all
             self._dbs, self._tables, self._meta = saved
+            if isinstance(e, SchemaError):
+                tables = written_tables(stmt, default_schema or None, query)
+                if tables is not None and outside(tables, self.captured):
+                    return self._forget(tables, query, commit_ts, e)
             raise
         self.applied_ts = max(self.applied_ts, commit_ts)
         return events
+
+    def _forget(
+        self, tables: list[tuple[str, str]], query: str, commit_ts: int, why: SchemaError
+    ) -> list[DDLEvent]:
+        """Stop tracking tables outside the filter whose DDL failed; their shape is unknown from here."""
+        for key in tables:
+            self._remove(*key)
+        self.forgotten = list(dict.fromkeys(tables))
+        self.applied_ts = max(self.applied_ts, commit_ts)
+        log.warning(
+            "DDL at commit_ts %d on %s, which the changefeed's filter leaves out, is not applied: %s",
+            commit_ts,
+            ", ".join(qualified(*k) for k in self.forgotten),
+            why.message,
+        )
+        return []

@@ -38,6 +38,10 @@ BINLOG_TYPES: dict[str, frozenset[int]] = {
     "enum": frozenset({254, 247}),
     "set": frozenset({254, 248}),
     "geometry": frozenset({255}),
+    # MariaDB's data-type plugins are logged as BINARY(16)/BINARY(4)
+    "uuid": frozenset({254}),
+    "inet4": frozenset({254}),
+    "inet6": frozenset({254}),
 }
 
 

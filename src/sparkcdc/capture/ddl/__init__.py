@@ -64,6 +64,7 @@ from sparkcdc.capture.ddl.statements import (
     TableName,
     TableOptions,
     TruncateTable,
+    UnsupportedTable,
     ViewStmt,
 )
 
@@ -93,6 +94,7 @@ __all__ = [
     "TokKind",
     "Token",
     "TruncateTable",
+    "UnsupportedTable",
     "ViewStmt",
     "build_column",
     "charset_of_collation",

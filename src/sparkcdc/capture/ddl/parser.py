@@ -28,6 +28,7 @@ from sparkcdc.capture.ddl.statements import (
     TableName,
     TableOptions,
     TruncateTable,
+    UnsupportedTable,
     ViewStmt,
 )
 
@@ -139,6 +140,10 @@ class _Parser(DefinitionParser):
             self.i += 1
             self.accept_if_not_exists()
             return ViewStmt("create", [self.table_name()])
+        if w == "SEQUENCE" and not temporary:
+            self.i += 1
+            self.accept_if_not_exists()
+            return UnsupportedTable(self.table_name(), "sequence")
         return Ignored(f"CREATE {w}")
 
     def charset_options(self) -> tuple[str | None, str | None]:
@@ -163,6 +168,9 @@ class _Parser(DefinitionParser):
     def create_table(self, or_replace: bool) -> Statement:
         ine = self.accept_if_not_exists()
         name = self.table_name()
+        kind = self.unsupported_kind()
+        if kind is not None:
+            return UnsupportedTable(name, kind)
         if self.accept_kw("LIKE"):
             return CreateTable(name, [], [], TableOptions(), ine, or_replace, like=self.table_name())
         if self.is_op("(") and self.is_kw("LIKE", k=1):
@@ -188,6 +196,24 @@ class _Parser(DefinitionParser):
         if not columns and not options.as_select:
             raise self.error("a table needs at least one column")
         return CreateTable(name, columns, items, options, ine, or_replace)
+
+    def unsupported_kind(self) -> Literal["sequence", "system-versioned table"] | None:
+        """What kind of unsupported table the CREATE TABLE makes: WITH SYSTEM VERSIONING (table
+        or column) or the SEQUENCE=1 table option; None for an ordinary table."""
+        toks = self.toks
+        words = [t.upper for t in toks] + ["", ""]
+        depth = 0
+        for i in range(self.i, len(toks)):
+            t = toks[i]
+            if t.kind == "op":
+                depth += 1 if t.value == "(" else -1 if t.value == ")" else 0
+            elif words[i] == "WITH" and words[i + 1] == "SYSTEM" and words[i + 2] == "VERSIONING":
+                return "system-versioned table"
+            elif words[i] == "SEQUENCE" and depth == 0:
+                j = i + 2 if i + 1 < len(toks) and toks[i + 1].value == "=" else i + 1
+                if j < len(toks) and toks[j].kind == "num" and toks[j].value != "0":
+                    return "sequence"
+        return None
 
     def table_options(self, stop_words: tuple[str, ...], allow_select: bool = True) -> TableOptions:
         """Scan table options to the end (or a stop word), keeping charset/collation/partitioning."""
@@ -282,6 +308,8 @@ class _Parser(DefinitionParser):
             if self.accept_op(","):
                 continue
             specs.append(self.alter_spec())
+        if any(s.action == "system_versioning" for s in specs):
+            return UnsupportedTable(name, "system-versioned table")
         return AlterTable(name, specs, if_exists)
 
     def position(self) -> tuple[str, str | None] | None:
@@ -301,7 +329,8 @@ class _Parser(DefinitionParser):
                 self.skip_rest_of_spec()
                 return AlterSpec("partition")
             if self.is_kw("PERIOD") or self.is_kw("SYSTEM", "VERSIONING"):
-                raise self.error("system versioning is not supported")
+                self.skip_rest_of_spec()
+                return AlterSpec("system_versioning")
             if self.is_kw("CHECK") or (self.is_kw("CONSTRAINT") and not self._constraint_is_index()):
                 self.skip_rest_of_spec()
                 return AlterSpec("noop")
@@ -346,7 +375,8 @@ class _Parser(DefinitionParser):
                 self.skip_rest_of_spec()
                 return AlterSpec("partition")
             if self.is_kw("PERIOD") or self.is_kw("SYSTEM", "VERSIONING"):
-                raise self.error("system versioning is not supported")
+                self.skip_rest_of_spec()
+                return AlterSpec("system_versioning")
             self.accept_kw("COLUMN")
             ie = self.accept_if_exists()
             name = self.ident("a column name")
@@ -510,7 +540,9 @@ def parse_statement(sql: str) -> Statement:
     st = p.statement()
     if (
         not p.at_end()
-        and not isinstance(st, (Ignored, CreateTable, AlterTable, CreateDatabase, AlterDatabase))
+        and not isinstance(
+            st, (Ignored, CreateTable, AlterTable, CreateDatabase, AlterDatabase, UnsupportedTable)
+        )
         and not (isinstance(st, ViewStmt) and st.action != "drop")
     ):
         t = p.peek()

@@ -158,7 +158,8 @@ class AlterSpec:
     action: str
     """add_column, drop_column, modify_column, change_column, rename_column, set_default,
     drop_default, add_index, drop_index, drop_primary, rename_index, rename_table, convert,
-    options, partition, drop_foreign_key, drop_constraint, noop."""
+    options, partition, drop_foreign_key, drop_constraint, noop, system_versioning (the parser
+    turns an ALTER TABLE with it into ``UnsupportedTable``)."""
     column: ColumnDef | None = None
     columns: list[ColumnDef] = field(default_factory=list)
     index: IndexDef | None = None
@@ -208,6 +209,19 @@ class ViewStmt:
 
 
 @dataclass(slots=True)
+class UnsupportedTable:
+    """A statement that makes (or changes) a table whose rows sparkcdc does not deliver yet.
+
+    ``CREATE SEQUENCE``, ``CREATE TABLE ... SEQUENCE=1``, ``CREATE TABLE ... WITH SYSTEM
+    VERSIONING`` (or a column ``WITH SYSTEM VERSIONING``), and ``ALTER TABLE`` adding or dropping
+    system versioning or the SYSTEM_TIME period.
+    """
+
+    name: TableName
+    kind: Literal["sequence", "system-versioned table"]
+
+
+@dataclass(slots=True)
 class Ignored:
     """A statement that does not change any table shape (DML, transaction control, grants ...)."""
 
@@ -226,5 +240,6 @@ Statement = (
     | CreateIndex
     | DropIndex
     | ViewStmt
+    | UnsupportedTable
     | Ignored
 )

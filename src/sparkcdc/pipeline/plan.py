@@ -224,9 +224,12 @@ class Planner:
         for schema, query in txn.queries:
             try:
                 events.extend(self.history.apply(cat, query, schema or None, txn.ts))
-            except SchemaError:
+            except SchemaError as exc:
                 if self._after_bootstrap(txn):
-                    raise
+                    raise type(exc)(
+                        f"{exc.message} (the transaction at binlog position {txn.start.file}:{txn.start.pos})",
+                        code=exc.code,
+                    ) from exc
                 # Already reflected in the bootstrap shapes: pass the statement on; later rows of
                 # the table get this DDL's version.
                 caught = catch_up_events(cat, query, schema or None, txn.ts)

@@ -30,7 +30,8 @@ MAX_ID_LENGTH = 128
 CAS_RETRIES = 20
 
 SinkValidator = Callable[[str, ReplicaConfig, str], None]
-UpstreamProbe = Callable[[str, int | None], int]
+UpstreamProbe = Callable[[str, int | None, Callable[[str, str], bool] | None], int]
+"""(upstream URI, start-ts, the changefeed's table filter) -> the start-ts; raises when the upstream is unfit."""
 
 
 def short_repr(value: Any, limit: int = 40) -> str:
@@ -104,13 +105,18 @@ def default_sink_validator(sink_uri: str, config: ReplicaConfig, changefeed_id: 
         sink.close()
 
 
-def default_upstream_probe(upstream_uri: str, start_ts: int | None) -> int:
-    """Check the upstream is fit for CDC; returns ``start_ts``, or "now" as a ts when it is None."""
+def default_upstream_probe(
+    upstream_uri: str, start_ts: int | None, captures: Callable[[str, str], bool] | None = None
+) -> int:
+    """Check the upstream is fit for CDC; returns ``start_ts``, or "now" as a ts when it is None.
+
+    ``captures``: the changefeed's table filter; a sequence or system-versioned table it captures is refused.
+    """
     from sparkcdc.capture.start import query_tso
     from sparkcdc.capture.upstream import UpstreamConfig, check_upstream
 
     up = UpstreamConfig.from_uri(upstream_uri)
-    check_upstream(up)
+    check_upstream(up, captures=captures)
     return start_ts if start_ts is not None else query_tso(up)
 
 
@@ -211,7 +217,8 @@ class ChangefeedService:
         config = self.build_config(raw_config, sink_uri, cf_id, upstream_uri)  # type: ignore[arg-type]
         # Like TiCDC, a changefeed without --start-ts starts "now": fixed here, so a restart
         # before the first checkpoint cannot skip what was committed meanwhile.
-        start_ts = self._probe(upstream_uri, start_ts)  # type: ignore[arg-type]
+        captures = TableFilter.changefeed_filter(config.filter.rules, config.case_sensitive).match
+        start_ts = self._probe(upstream_uri, start_ts, captures)  # type: ignore[arg-type]
         if target_ts is not None and target_ts <= start_ts:
             raise ConfigError(
                 f"the target-ts {target_ts} is not after the start-ts {start_ts} (now, when --start-ts is omitted); "
@@ -250,9 +257,11 @@ class ChangefeedService:
                         "use another subscriber name or remove that changefeed"
                     )
 
-    def _probe(self, upstream_uri: str, start_ts: int | None) -> int:
+    def _probe(
+        self, upstream_uri: str, start_ts: int | None, captures: Callable[[str, str], bool] | None = None
+    ) -> int:
         try:
-            return self.upstream_probe(upstream_uri, start_ts)
+            return self.upstream_probe(upstream_uri, start_ts, captures)
         except SparkCdcError as err:
             clean = scrub(err.message, [upstream_uri]) or ""
             if clean == err.message:
@@ -373,6 +382,8 @@ class ChangefeedService:
                         "retry the resume in a few seconds"
                     )
                 out.update(checkpoint_ts=overwrite_checkpoint_ts, resolved_ts=overwrite_checkpoint_ts)
+                # The next claim starts at the new ts, not after the last committed batch's offset.
+                out["stats"] = {k: v for k, v in (cf.stats or {}).items() if k != "checkpoint_end"}
             return out
 
         return self._transition(

@@ -89,7 +89,9 @@ def test_every_spelling_of_one_xid_gives_one_key() -> None:
     assert keys == {"X'31',X'',1"}
     assert xa_xid("XA COMMIT 'a','b',7 ONE PHASE") == xa_xid("XA END X'61',X'62',7") == "X'61',X'62',7"
     assert xa_xid("XA END X'61',X'62',7") != xa_xid("XA END X'61',X'62',1")
-    assert xa_xid("XA START 'it''s'") == xa_xid("XA START 'it\\'s'") == "X'" + b"it's".hex().upper() + "',X'',1"
+    assert (
+        xa_xid("XA START 'it''s'") == xa_xid("XA START 'it\\'s'") == "X'" + b"it's".hex().upper() + "',X'',1"
+    )
     assert xa_xid("XA RECOVER") is None and classify("XA RECOVER") is K.UNKNOWN
     assert xa_xid("XA END") is None  # no xid: nothing to key on
     assert subject("XA END X'31',X'',1") == "X'31',X'',1"
@@ -195,7 +197,8 @@ def test_dml(query: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "query", ["", "   ", "/* only a comment */", "SHOW TABLES", "XA RECOVER", "HANDLER t OPEN", "USE d1", "COMMITTED"]
+    "query",
+    ["", "   ", "/* only a comment */", "SHOW TABLES", "XA RECOVER", "HANDLER t OPEN", "USE d1", "COMMITTED"],
 )
 def test_unknown(query: str) -> None:
     assert classify(query) is K.UNKNOWN

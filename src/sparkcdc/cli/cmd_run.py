@@ -327,9 +327,10 @@ def _start_spark(args: argparse.Namespace) -> Any:
 def run(args: argparse.Namespace) -> int:
     """Run until Ctrl-C, or until the checkpoint reaches --target-ts."""
     from sparkcdc.capture.upstream import UpstreamConfig, check_upstream
+    from sparkcdc.filter import changefeed_filter
     from sparkcdc.pipeline.changefeed import prepare_changefeed, start_changefeed
     from sparkcdc.pipeline.spark import keep_class_archive
-    from sparkcdc.pipeline.state import StateDir
+    from sparkcdc.pipeline.state import StateDir, UpstreamIdentity, check_upstream_identity
     from sparkcdc.server.runner import master_unreachable, probe_spark_master
     from sparkcdc.sink import create_sink
 
@@ -339,8 +340,10 @@ def run(args: argparse.Namespace) -> int:
     # Reach the upstream (address, credentials, binlog settings), the sink (brokers, downstream,
     # bucket) and the data dir (a file, unwritable, no bucket, no credentials) before Spark starts.
     up = UpstreamConfig.from_uri(args.upstream_uri)
-    check_upstream(up)
+    check_upstream(up, captures=changefeed_filter(spec.config.filter.rules, spec.config.case_sensitive).match)
     state.check()
+    # The changefeed's folder follows one upstream: its offsets mean nothing on another server.
+    check_upstream_identity(state.child(cid), cid, UpstreamIdentity.query(up))
     check_resume(args, spec, up)
     why = probe_spark_master(args.master) if args.master else None
     if why is not None:

@@ -68,7 +68,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--data-dir",
         default=None,
         help="where running changefeeds keep their state: a local path (a shared mount on a cluster) or "
-        "s3://bucket/prefix?..., gcs://..., azure://... (default: a folder in the temp dir)",
+        "s3://bucket/prefix?..., gcs://..., azure://... (default: sparkcdc-data/<meta database identity> "
+        "in the temp dir)",
     )
     p.add_argument("--advertise-addr", default=None, help="HOST:PORT other tools see (default: --listen)")
     p.add_argument(

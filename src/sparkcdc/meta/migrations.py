@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 from collections.abc import Callable
 
-from sqlalchemy import Connection, Engine, select, text
+from sqlalchemy import Connection, Engine, select, text, update
 
 from sparkcdc.errors import ConfigError
-from sparkcdc.meta.tables import metadata, schema_migrations
+from sparkcdc.meta.tables import changefeeds, meta_info, metadata, schema_migrations, snapshot_done
 
 log = logging.getLogger(__name__)
 
@@ -34,10 +35,20 @@ def _create_tables(conn: Connection) -> None:
     metadata.create_all(conn)
 
 
+def _identities(conn: Connection) -> None:
+    """``changefeeds.uid`` (a uuid for each existing changefeed), ``snapshot_done`` and ``meta_info``."""
+    conn.execute(text("ALTER TABLE changefeeds ADD COLUMN uid VARCHAR(64)"))
+    metadata.create_all(conn, tables=[snapshot_done, meta_info])
+    c = changefeeds.c
+    for ns, cid in conn.execute(select(c.namespace, c.id)).all():
+        conn.execute(update(changefeeds).where(c.namespace == ns, c.id == cid).values(uid=str(uuid.uuid4())))
+
+
 Migration = tuple[int, str, Callable[[Connection], None]]
 
 MIGRATIONS: list[Migration] = [
     (1, "initial: changefeeds, range_progress, schema_history, servers", _create_tables),
+    (2, "identities: changefeeds.uid, snapshot_done, meta_info", _identities),
 ]
 """Every migration in order; append only."""
 

@@ -53,6 +53,8 @@ class ChangefeedInfo:
     stats: dict[str, Any]
     created_at: float
     updated_at: float
+    uid: str = ""
+    """The changefeed's identity, given at creation: a new changefeed with the same id has another."""
 
     @property
     def key(self) -> tuple[str, str]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -52,7 +53,14 @@ from sparkcdc.meta.models import (
     SchemaVersion,
     ServerInfo,
 )
-from sparkcdc.meta.tables import changefeeds, range_progress, schema_history, servers
+from sparkcdc.meta.tables import (
+    changefeeds,
+    meta_info,
+    range_progress,
+    schema_history,
+    servers,
+    snapshot_done,
+)
 
 log = logging.getLogger(__name__)
 
@@ -256,6 +264,8 @@ class MetaStore:
                         f"changefeed {new.id!r} is still being removed by server {old.owner}; retry in a few seconds"
                     )
                 conn.execute(delete(changefeeds).where(_cf_key(new.namespace, new.id)))
+                # The new changefeed starts afresh: nothing of the removed one's snapshot carries over.
+                self._delete_progress(conn, new.namespace, new.id)
             if new.subscriber_name is not None:
                 holder = conn.execute(
                     select(changefeeds.c.namespace, changefeeds.c.id).where(
@@ -291,6 +301,7 @@ class MetaStore:
                         stats=None,
                         created_at=now,
                         updated_at=now,
+                        uid=str(uuid.uuid4()),
                     )
                 )
             except IntegrityError as exc:
@@ -421,12 +432,13 @@ class MetaStore:
             )
             if res.rowcount != 1:
                 self._raise_lost(conn, expected)
-            conn.execute(
-                delete(range_progress).where(
-                    range_progress.c.namespace == expected.namespace,
-                    range_progress.c.changefeed_id == expected.id,
-                )
-            )
+            self._delete_progress(conn, expected.namespace, expected.id)
+
+    @staticmethod
+    def _delete_progress(conn: Connection, namespace: str, changefeed_id: str) -> None:
+        """A changefeed's range progress and snapshot record."""
+        for t in (range_progress, snapshot_done):
+            conn.execute(delete(t).where(t.c.namespace == namespace, t.c.changefeed_id == changefeed_id))
 
     def _cas(self, conn: Connection, expected: ChangefeedInfo, cond: Any, values: dict[str, Any]) -> None:
         values = {**values, "version": changefeeds.c.version + 1, "updated_at": self._now(conn)}
@@ -570,6 +582,61 @@ class MetaStore:
                     if e.range_id == rid
                 )
         return out
+
+    # ------------------------------------------------------------------ snapshot done
+
+    def snapshot_report(
+        self, changefeed_id: str, namespace: str, changefeed_uid: str
+    ) -> dict[str, Any] | None:
+        """The report of the changefeed's initial snapshot once it is durable in the sink (else None).
+
+        A record of another changefeed identity (a removed one with the same id) does not count.
+        """
+        sd = snapshot_done.c
+        q = select(snapshot_done).where(sd.namespace == namespace, sd.changefeed_id == changefeed_id)
+        with self._read() as conn:
+            row = conn.execute(q).mappings().first()
+        if row is None or row["changefeed_uid"] != changefeed_uid:
+            return None
+        return dict(row["report"])
+
+    def save_snapshot_report(
+        self, changefeed_id: str, namespace: str, changefeed_uid: str, report: dict[str, Any]
+    ) -> None:
+        """Record that the changefeed's initial snapshot is durable in the sink (idempotent)."""
+        sd = snapshot_done.c
+        key = and_(sd.namespace == namespace, sd.changefeed_id == changefeed_id)
+        with self._tx() as conn:
+            conn.execute(delete(snapshot_done).where(key))
+            conn.execute(
+                insert(snapshot_done).values(
+                    namespace=namespace,
+                    changefeed_id=changefeed_id,
+                    changefeed_uid=changefeed_uid,
+                    report=report,
+                    done_at=self._now(conn),
+                )
+            )
+
+    # ------------------------------------------------------------------ identity
+
+    def identity(self) -> str:
+        """The meta database's own identity: a uuid made on first use and kept in ``meta_info``."""
+        q = select(meta_info.c.value).where(meta_info.c.name == "identity")
+        with self._read() as conn:
+            found = conn.execute(q).scalar()
+        if found is not None:
+            return str(found)
+        try:
+            with self._tx() as conn:
+                found = conn.execute(q).scalar()
+                if found is None:
+                    found = str(uuid.uuid4())
+                    conn.execute(insert(meta_info).values(name="identity", value=found))
+        except IntegrityError:  # another server made it first (PostgreSQL; SQLite's BEGIN IMMEDIATE waits)
+            with self._read() as conn:
+                found = conn.execute(q).scalar_one()
+        return str(found)
 
     # ------------------------------------------------------------------ schema history
 
@@ -732,6 +799,7 @@ def _to_info(r: Any) -> ChangefeedInfo:
         stats=dict(r["stats"] or {}),
         created_at=float(r["created_at"]),
         updated_at=float(r["updated_at"]),
+        uid=r["uid"] or "",
     )
 
 

@@ -50,6 +50,9 @@ changefeeds = Table(
     Column("stats", JSON(none_as_null=True), nullable=True),
     Column("created_at", Double, nullable=False),
     Column("updated_at", Double, nullable=False),
+    # The changefeed's identity (a uuid given at creation): its state in a data dir records it, so a
+    # re-created changefeed with the same id, or one of another meta database, never adopts that state.
+    Column("uid", String(64), nullable=True),
 )
 
 range_progress = Table(
@@ -81,6 +84,25 @@ schema_history = Table(
     Column("query", Text, nullable=False),
     Column("created_at", Double, nullable=False),
 )
+
+snapshot_done = Table(
+    "snapshot_done",
+    metadata,
+    Column("namespace", String(128), primary_key=True),
+    Column("changefeed_id", String(128), primary_key=True),
+    Column("changefeed_uid", String(64), nullable=False),
+    Column("report", JSON, nullable=False),
+    Column("done_at", Double, nullable=False),
+)
+"""A changefeed whose initial snapshot is durable in its sink (any server then resumes it exactly)."""
+
+meta_info = Table(
+    "meta_info",
+    metadata,
+    Column("name", String(64), primary_key=True),
+    Column("value", Text, nullable=False),
+)
+"""Facts about the meta database itself (``identity``: a uuid made on first use)."""
 
 servers = Table(
     "servers",

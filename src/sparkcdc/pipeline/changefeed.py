@@ -26,6 +26,7 @@ from sparkcdc.config.replica import ReplicaConfig
 from sparkcdc.config.uri import redact_uri
 from sparkcdc.errors import SparkCdcError
 from sparkcdc.event_filter import rule_specs
+from sparkcdc.filter import changefeed_filter
 from sparkcdc.model.ts import physical_ms
 from sparkcdc.pipeline.plan import SourceSpec
 from sparkcdc.pipeline.source import SEGMENTS_DIR_OPTION
@@ -64,6 +65,11 @@ class ChangefeedSpec:
     meta_uri: str = ""
     """The meta database (the server sets it): the initial snapshot keeps its range progress there."""
     namespace: str = "default"
+    snapshot_dir: str = ""
+    """The initial snapshot's folder (default ``<checkpoint_dir>/snapshot``); the server gives the
+    changefeed's own, which outlives each claim's ``checkpoint_dir``."""
+    changefeed_uid: str = ""
+    """The changefeed's identity in the meta database (the server sets it)."""
 
 
 @dataclass
@@ -310,7 +316,9 @@ def prepare_changefeed(
         sink = checked_sink
     else:
         sink = create_sink(spec.sink_uri, spec.config, spec.changefeed_id)
-        check_upstream(up)
+        check_upstream(
+            up, captures=changefeed_filter(spec.config.filter.rules, spec.config.case_sensitive).match
+        )
         sink.check()
         state.check()
     from_head = not (
@@ -319,7 +327,11 @@ def prepare_changefeed(
     start = resolve_start(up, spec.checkpoint_dir, spec.start_ts, spec.start_position, spec.start_gtid)
     history_path = state.join("schema_history.jsonl")
     # A new changefeed without a start point starts at the head resolve_start just read.
-    bootstrap_ts, bootstrap_pos = bootstrap_history(up, history_path, start, start if from_head else None)
+    # Scoped by the table filter: a table the changefeed leaves out cannot fail its start.
+    captured = changefeed_filter(spec.config.filter.rules, spec.config.case_sensitive).match
+    bootstrap_ts, bootstrap_pos = bootstrap_history(
+        up, history_path, start, start if from_head else None, captured
+    )
     running = RunningChangefeed(spec, sink, up, start, on_progress)
     return PreparedChangefeed(spec, state, sink, start, history_path, bootstrap_ts, bootstrap_pos, running)
 
@@ -399,9 +411,10 @@ def start_changefeed(
             config=cfg,
             writer=writer,
             on_figures=snapshot_progress(running, on_progress),
-            store=MetaRangeStore(spec.meta_uri, spec.changefeed_id, spec.namespace)
+            store=MetaRangeStore(spec.meta_uri, spec.changefeed_id, spec.namespace, spec.changefeed_uid)
             if spec.meta_uri
             else None,
+            snapshot_dir=spec.snapshot_dir,
         )
     t_query = time.monotonic()
     df = (

@@ -16,7 +16,14 @@ What lives under ``<data-dir>/<changefeed id>/`` and who touches it:
 - ``spark/``: Spark's own checkpoint (offset and commit logs), written by the driver only.
   It needs a Hadoop file system, so for an object-store data dir it stays on the driver's
   local disk (``spark_checkpoint_location``); a driver that lost it resumes from
-  ``checkpoint.json``.
+  ``checkpoint.json``;
+- ``upstream.json`` (``sparkcdc run``): the upstream the changefeed follows (``UpstreamIdentity``);
+  a start against another upstream is refused.
+
+The server keeps ``<data dir>/changefeeds/<namespace>/<id>/`` per changefeed: ``identity.json``
+(the changefeed's identity in the meta database, and the meta database's: ``own_changefeed_dir``),
+``snapshot/`` (the initial snapshot, continued by every claim) and ``epoch-<N>/`` (one claim's
+start point, checkpoint, schema history and Spark checkpoint).
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ import json
 import os
 import re
 import tempfile
+import time
 import uuid
 from dataclasses import dataclass, replace
 from typing import Any
@@ -317,4 +325,131 @@ def check_executors_see(spark: Any, folder: StateDir, why: str) -> None:
         raise ConfigError(
             f"the Spark executors cannot see {folder.display} (master {sc.master}): {why}; use a folder "
             "every host mounts at the same path, or an s3://, gcs:// or azure:// URL"
+        )
+
+
+IDENTITY_FILE = "identity.json"
+"""A server's changefeed folder: whose state it is (``changefeed_uid``, ``meta_uid``)."""
+
+STATE_MISMATCH = "CDC:ErrStateOfAnotherChangefeed"
+"""The code of a start that finds another changefeed's (or another upstream's) state in its folder."""
+
+
+def move_aside(folder: StateDir) -> str:
+    """Move a folder to a sibling ``<name>.replaced-<UTC time>``; returns the new location (shown)."""
+    parent, name = split_location(folder.location)
+    aside = f"{name}.replaced-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{uuid.uuid4().hex[:6]}"
+    src, dst = folder.backend.root, parent.backend.full(aside)
+    try:
+        if folder.local:
+            os.replace(src, dst)
+        else:
+            folder.backend.fs.mv(src, dst, recursive=True)
+    except OSError as exc:
+        raise StateStorageError(
+            f"cannot move {folder.display} aside to {parent.join_display(aside)} ({exc}); remove it to start "
+            "the changefeed afresh"
+        ) from exc
+    return parent.join_display(aside)
+
+
+def own_changefeed_dir(folder: StateDir, label: str, changefeed_uid: str, meta_uid: str) -> str | None:
+    """Make ``folder`` the state of changefeed ``changefeed_uid`` of meta database ``meta_uid``.
+
+    A folder of that changefeed is kept. One of another meta database is refused (its offsets and
+    snapshot belong to another changefeed, maybe of another upstream). One of an earlier changefeed
+    of this meta database (removed, then created again with the same id), or one without an identity
+    (an older sparkcdc), is moved aside and the changefeed starts afresh; returns where it went.
+    """
+    found = folder.read_json(IDENTITY_FILE)
+    if isinstance(found, dict) and found.get("changefeed_uid") == changefeed_uid:
+        return None
+    if isinstance(found, dict) and found.get("meta_uid") != meta_uid:
+        raise StateStorageError(
+            f"{folder.display} holds the state of changefeed {label!r} {found.get('changefeed_uid')} of meta "
+            f"database {found.get('meta_uid')}, not of this changefeed {label!r} {changefeed_uid} of meta "
+            f"database {meta_uid}; give each meta database its own --data-dir, or remove that folder to "
+            "start this changefeed afresh",
+            code=STATE_MISMATCH,
+        )
+    moved = move_aside(folder) if found is not None or folder.list() else None
+    folder.write_json(IDENTITY_FILE, {"changefeed_uid": changefeed_uid, "meta_uid": meta_uid})
+    return moved
+
+
+@dataclass(frozen=True)
+class UpstreamIdentity:
+    """Which upstream server a changefeed's offsets belong to: what ``upstream.json`` records."""
+
+    server_uuid: str | None
+    """MySQL's ``server_uuid`` (MariaDB has none)."""
+    server_id: int
+    binlog: str
+    """``log_bin_basename``: the binlog's path without the file number (``/var/lib/mysql/mysql-bin``),
+    which tells apart two MariaDB servers that share a ``server_id``."""
+    address: str = ""
+    """host:port it was reached at (shown, not compared: the same server may move)."""
+
+    @classmethod
+    def query(cls, up: Any) -> UpstreamIdentity:
+        """Read the identity of the upstream ``up`` (a ``capture.upstream.UpstreamConfig``)."""
+        conn = up.connect()
+        try:
+            with conn.cursor() as cur:
+                cur.execute(
+                    "SHOW GLOBAL VARIABLES WHERE Variable_name IN ('server_uuid', 'server_id', 'log_bin_basename')"
+                )
+                v = {str(r[0]).lower(): str(r[1]) for r in cur.fetchall()}
+        finally:
+            conn.close()
+        return cls(
+            v.get("server_uuid") or None,
+            int(v.get("server_id") or 0),
+            v.get("log_bin_basename") or "",
+            f"{up.host}:{up.port}",
+        )
+
+    def same_server(self, other: UpstreamIdentity) -> bool:
+        """The same server: equal server_uuid when both have one (MySQL), else equal server_id and binlog path."""
+        if self.server_uuid and other.server_uuid:
+            return self.server_uuid == other.server_uuid
+        return (self.server_id, self.binlog) == (other.server_id, other.binlog)
+
+    def __str__(self) -> str:
+        who = f"server_uuid {self.server_uuid}, " if self.server_uuid else ""
+        return f"{self.address} ({who}server_id {self.server_id}, binlog {self.binlog or '?'})"
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``upstream.json`` form."""
+        return {
+            "server_uuid": self.server_uuid,
+            "server_id": self.server_id,
+            "binlog": self.binlog,
+            "address": self.address,
+        }
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> UpstreamIdentity:
+        """Inverse of ``to_json``."""
+        return cls(
+            d.get("server_uuid"),
+            int(d.get("server_id") or 0),
+            str(d.get("binlog") or ""),
+            str(d.get("address") or ""),
+        )
+
+
+def check_upstream_identity(folder: StateDir, label: str, current: UpstreamIdentity) -> None:
+    """Refuse a changefeed folder that follows another upstream; record the upstream on a first start."""
+    found = folder.read_json("upstream.json")
+    if found is None:
+        folder.write_json("upstream.json", current.to_json())
+        return
+    recorded = UpstreamIdentity.from_json(found)
+    if not recorded.same_server(current):
+        raise ConfigError(
+            f"changefeed {label!r} in {folder.display} follows upstream {recorded}, not {current}: its offsets "
+            "and schema history mean nothing there; give another --changefeed-id (or --data-dir) for this "
+            "upstream, or remove that folder to start afresh",
+            code=STATE_MISMATCH,
         )

@@ -118,13 +118,17 @@ def run_server(opts: ServerOptions, runner: ChangefeedRunner | None = None) -> i
         f"{socket.gethostname()}:{port}" if host in ("0.0.0.0", "::") else opts.listen
     )
     server_id = str(uuid.uuid4())
-    data_dir = opts.data_dir or os.path.join(tempfile.gettempdir(), "sparkcdc-data")
     from sparkcdc.pipeline.state import SPARK_CHECKPOINT_ROOT_CONF, StateDir
 
     sock = bind_listen(host, port, opts.listen)
     try:
-        StateDir.parse(data_dir).check()  # a file, an unwritable folder, a bad URL: refused before serving
+        if opts.data_dir:
+            StateDir.parse(opts.data_dir).check()  # a file, an unwritable folder, a bad URL: refused first
         store = MetaStore.open(opts.meta_uri)
+        # By default a folder of the meta database's own: servers of other meta databases on this host
+        # never share (nor adopt) a changefeed's state.
+        data_dir = opts.data_dir or os.path.join(tempfile.gettempdir(), "sparkcdc-data", store.identity())
+        StateDir.parse(data_dir).check()
     except BaseException:
         sock.close()
         raise
@@ -167,10 +171,11 @@ def run_server(opts: ServerOptions, runner: ChangefeedRunner | None = None) -> i
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False, lifespan="off")
     server = uvicorn.Server(config)
     log.info(
-        "sparkcdc server %s listening on %s (meta %s, lease %.0fs, spark %s, auth %s)",
+        "sparkcdc server %s listening on %s (meta %s, data dir %s, lease %.0fs, spark %s, auth %s)",
         server_id,
         opts.listen,
         redact_uri(opts.meta_uri),
+        StateDir.parse(data_dir).display,
         opts.lease_seconds,
         opts.spark_master,
         "on" if opts.auth_token else "off",

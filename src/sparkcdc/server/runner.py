@@ -130,6 +130,10 @@ class RunSpec:
     """The meta database, for pipelines that keep per-range progress there."""
     epoch: int = 0
     """The claim this run belongs to (bumped by every claim)."""
+    snapshot_dir: str = ""
+    """The changefeed's initial-snapshot folder, shared by all its claims."""
+    changefeed_uid: str = ""
+    """The changefeed's identity in the meta database."""
 
 
 class ChangefeedRunner(Protocol):
@@ -207,7 +211,7 @@ class SparkChangefeedRunner:
         }
         # Optional fields, passed on when this pipeline's spec has them.
         known = {f.name for f in dataclasses.fields(ChangefeedSpec)}
-        for name in ("namespace", "meta_uri", "epoch"):
+        for name in ("namespace", "meta_uri", "epoch", "snapshot_dir", "changefeed_uid"):
             if name in known:
                 kwargs[name] = getattr(spec, name)
         pipeline_spec = ChangefeedSpec(**kwargs)

@@ -13,6 +13,12 @@ One thread ticks every ``tick_seconds``:
 Starting and stopping a streaming query is slow, so those run on a small pool
 while the tick keeps renewing leases. A server that cannot reach the meta
 database for a whole lease stops its queries: another server may own them by now.
+
+State in the data dir: ``changefeeds/<namespace>/<id>/`` belongs to the changefeed
+(``identity.json`` names its identity; state of another identity is refused or moved
+aside, see ``pipeline.state.own_changefeed_dir``) and holds its initial snapshot
+(``snapshot/``, continued by every claim) and one folder per claim (``epoch-<N>/``,
+the older ones removed when a claim starts).
 """
 
 from __future__ import annotations
@@ -43,7 +49,7 @@ from sparkcdc.errors import (
 )
 from sparkcdc.meta import ChangefeedInfo, ChangefeedState, MetaStore
 from sparkcdc.metrics import ChangefeedMetrics
-from sparkcdc.pipeline.state import StateDir, spark_checkpoint_location
+from sparkcdc.pipeline.state import StateDir, own_changefeed_dir, spark_checkpoint_location
 from sparkcdc.server.redact import scrub, unexpected
 from sparkcdc.server.runner import ChangefeedRunner, ProgressLike, RunningHandle, RunSpec
 
@@ -79,6 +85,8 @@ class _Task:
     warning: str | None = None
     first_error_at: float | None = None
     best_checkpoint: int = 0
+    state_owned: bool = False
+    """The changefeed's folder was checked against its identity and the older claims' folders removed."""
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
@@ -137,6 +145,7 @@ class Scheduler:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.last_tick_error: str | None = None
+        self._meta_uid: str | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -380,34 +389,13 @@ class Scheduler:
     def _begin_start(self, task: _Task, row: ChangefeedInfo) -> None:
         try:
             config = ReplicaConfig.from_stored(row.config)
+            self._own_state(task, row)
+            ckpt_dir = self._checkpoint_dir(task)
+            self._prepare_claim_dir(task, row, config, StateDir.parse(ckpt_dir))
         except SparkCdcError as exc:
             self._on_error(task, exc)
             return
-        ckpt_dir = self._checkpoint_dir(task)
         start_ts = row.checkpoint_ts if row.checkpoint_ts > 0 else row.start_ts
-        end = (row.stats or {}).get("checkpoint_end")
-        if row.checkpoint_ts > 0 and end is not None and config.snapshot.mode != "initial":
-            # Resume exactly after the last committed batch (its offset carries the chain state),
-            # as the pipeline does from its own checkpoint.json. (A changefeed with an initial
-            # snapshot keeps its snapshot state per claim and resumes from checkpoint_ts.)
-            try:
-                claim_dir = StateDir.parse(ckpt_dir)
-                # The same offset is the claim's start: the schema history is bootstrapped there. A
-                # start derived from checkpoint_ts alone can lie after it (the first position of a
-                # binlog file an upstream restart opened), and rows read from the end offset would
-                # then find no table in the history.
-                claim_dir.write_json("start.json", end)
-                claim_dir.write_json(
-                    "checkpoint.json",
-                    {
-                        "checkpoint_ts": row.checkpoint_ts,
-                        "end": end,
-                        "rows_total": int((row.stats or {}).get("rows_total", 0)),
-                    },
-                )
-            except SparkCdcError as exc:
-                self._on_error(task, exc)
-                return
         spec = RunSpec(
             changefeed_id=row.id,
             upstream_uri=row.upstream_uri,
@@ -419,6 +407,8 @@ class Scheduler:
             namespace=row.namespace,
             meta_uri=self.store.uri,
             epoch=task.epoch,
+            snapshot_dir=self._snapshot_dir(task).location,
+            changefeed_uid=row.uid,
         )
         log.info("changefeed %s: starting from ts %s into %s", task.label, start_ts, redact_uri(row.sink_uri))
 
@@ -432,6 +422,62 @@ class Scheduler:
 
         task.pending = self._pool.submit(self.runner.start, spec, on_progress)
         task.pending_kind = "start"
+
+    def _own_state(self, task: _Task, row: ChangefeedInfo) -> None:
+        """Once per claim: check the changefeed's folder is its own, and remove the older claims' folders."""
+        if task.state_owned:
+            return
+        if self._meta_uid is None:
+            self._meta_uid = self.store.identity()
+        moved = own_changefeed_dir(self._changefeed_dir(task), task.label, row.uid, self._meta_uid)
+        if moved is not None:
+            log.warning(
+                "changefeed %s: the data dir held state of an earlier changefeed with this id; moved it to %s "
+                "and starting afresh",
+                task.label,
+                moved,
+            )
+        self._clean_epochs(task, keep=f"epoch-{task.epoch}")
+        task.state_owned = True
+
+    def _prepare_claim_dir(
+        self, task: _Task, row: ChangefeedInfo, config: ReplicaConfig, claim_dir: StateDir
+    ) -> None:
+        """Where this claim starts: after the last committed batch, or at the snapshot's handover point.
+
+        A changefeed resumes exactly after the last committed batch (its offset carries the chain
+        state), as the pipeline does from its own ``checkpoint.json``. The same offset is the claim's
+        start: the schema history is bootstrapped there (a start derived from checkpoint_ts alone can
+        lie after it, say the first position of a binlog file an upstream restart opened, and rows
+        read from the end offset would then find no table in the history). An initial snapshot that
+        is not durable in the sink yet continues at the handover point its plan was made for.
+        """
+        end = (row.stats or {}).get("checkpoint_end")
+        checkpoint_ts = row.checkpoint_ts
+        if config.snapshot.mode == "initial":
+            snapshot = self._snapshot_dir(task)
+            done = snapshot.read_json("done.json") or self.store.snapshot_report(
+                row.id, row.namespace, row.uid
+            )
+            if done is None:
+                plan = snapshot.read_json("plan.json")
+                if plan is not None and not claim_dir.exists("start.json"):
+                    claim_dir.write_json("start.json", plan["handover"])
+                return
+            if end is None and checkpoint_ts <= int(done["handover"]["ts"]):
+                # done, and no batch reported since: the stream starts at the handover point
+                end = done["handover"]
+                checkpoint_ts = int(done["handover"]["ts"])
+        if checkpoint_ts > 0 and end is not None:
+            claim_dir.write_json("start.json", end)
+            claim_dir.write_json(
+                "checkpoint.json",
+                {
+                    "checkpoint_ts": checkpoint_ts,
+                    "end": end,
+                    "rows_total": int((row.stats or {}).get("rows_total", 0)),
+                },
+            )
 
     def _begin_stop(self, task: _Task) -> None:
         handle = task.handle
@@ -559,13 +605,17 @@ class Scheduler:
                 best_checkpoint=claimed.checkpoint_ts,
             )
             self.tasks[task.key] = task
-            self._clean_epochs(task, keep=f"epoch-{task.epoch}")
             self._sync(task)
 
     # ------------------------------------------------------------------ helpers
 
     def _changefeed_dir(self, task: _Task) -> StateDir:
         return self.data_dir.child(f"changefeeds/{task.namespace}/{task.id}")
+
+    def _snapshot_dir(self, task: _Task) -> StateDir:
+        # The changefeed's, not a claim's: pause/resume, failover and restarts continue its ranges,
+        # and a finished snapshot is never copied again.
+        return self._changefeed_dir(task).child("snapshot")
 
     def _checkpoint_dir(self, task: _Task) -> str:
         # A fresh directory per claim: the meta checkpoint, not a stale local Spark
@@ -581,7 +631,7 @@ class Scheduler:
             log.warning("changefeed %s: cannot list %s: %s", task.label, base.display, exc.message)
             return
         for name in names:
-            if name != keep:
+            if name.startswith("epoch-") and name != keep:
                 old = base.child(name)
                 if not old.local:  # Spark's checkpoint of an object-store data dir is on this host
                     shutil.rmtree(

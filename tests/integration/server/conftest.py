@@ -38,8 +38,14 @@ class ServerProc:
         lease: float = 5,
         extra: tuple[str, ...] = (),
         name: str = "server",
+        data_dir: Path | None = None,
+        default_data_dir: bool = False,
+        env: dict[str, str] | None = None,
     ) -> None:
+        """``data_dir``: a ``--data-dir`` shared with other servers (default: one of its own in ``workdir``);
+        ``default_data_dir``: give none (the server derives it); ``env``: added to its environment."""
         self.meta_uri = meta_uri
+        self.env = dict(env or {})
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.token = token
@@ -56,8 +62,7 @@ class ServerProc:
             meta_uri,
             "--lease-seconds",
             str(lease),
-            "--data-dir",
-            str(workdir / f"data-{name}"),
+            *(() if default_data_dir else ("--data-dir", str(data_dir or workdir / f"data-{name}"))),
             "--spark-conf",
             "spark.driver.memory=1g",
             *(("--auth-token", token) if token else ()),
@@ -73,7 +78,7 @@ class ServerProc:
             self.args,
             stdout=log,
             stderr=subprocess.STDOUT,
-            env=_env(),
+            env={**_env(), **self.env},
             cwd=self.workdir,
             start_new_session=True,
         )

@@ -1,11 +1,11 @@
 """Snapshot planning: per-range progress records, where they are stored, and the plan of key ranges.
 
 ``SnapshotJob`` is one changefeed's snapshot seen from the driver: where it reads (the upstream at
-the handover point S), where its state lives (``<data dir>/snapshot``: ``plan.json``, ``done.json``
-and the spool), and ``plan``, which cuts every selected table into key ranges
-(``capture.snapshot``) and records one ``RangeState`` per range in a ``RangeStore`` (a JSON object
-per range in the data dir, or the meta database's ``range_progress`` table). ``SnapshotTaskSpec``
-is what every executor task receives.
+the handover point S), where its state lives (the changefeed's ``snapshot`` folder of the data dir,
+never a server's claim of it: ``plan.json``, ``done.json`` and the spool), and ``plan``, which
+cuts every selected table into key ranges (``capture.snapshot``) and records one ``RangeState`` per
+range in a ``RangeStore`` (a JSON object per range in the data dir, or the meta database's
+``range_progress`` table). ``SnapshotTaskSpec`` is what every executor task receives.
 """
 
 from __future__ import annotations
@@ -106,6 +106,14 @@ class RangeStore(Protocol):
         """Forget every range (a plan that never finished)."""
         ...
 
+    def done_report(self) -> dict[str, Any] | None:
+        """The report of a snapshot this store recorded as durable in the sink (None: not recorded here)."""
+        ...
+
+    def save_done(self, report: dict[str, Any]) -> None:
+        """Record the snapshot as durable in the sink (besides ``done.json`` in the data dir)."""
+        ...
+
 
 class StaleRangeWriter(TransientError):
     """A task of an earlier run of the snapshot (outliving its driver) tried to write a range a newer run owns."""
@@ -170,6 +178,13 @@ class FileRangeStore:
         """Remove every range object."""
         self._state.remove_tree()
 
+    def done_report(self) -> dict[str, Any] | None:
+        """None: ``done.json`` beside the ranges is the one record (``SnapshotJob.is_done``)."""
+        return None
+
+    def save_done(self, report: dict[str, Any]) -> None:
+        """Nothing: ``done.json`` beside the ranges is the one record."""
+
 
 def _range_or_none(d: dict[str, Any] | None) -> RangeState | None:
     return RangeState.from_json(d) if d is not None else None
@@ -179,17 +194,28 @@ class MetaRangeStore:
     """Range progress in the meta database's ``range_progress`` table (for the server).
 
     Stage, snapshot version, last key, rows copied and parent map onto the table's
-    columns; the key bounds and the spool files ride in ``last_log_position``.
+    columns; the key bounds and the spool files ride in ``last_log_position``. The rows belong
+    to the changefeed (not to a server's claim of it): any server continues its snapshot. The
+    finished snapshot is recorded in ``snapshot_done`` under the changefeed's identity, so a server
+    whose data dir lacks ``done.json`` never copies it again.
     """
 
-    def __init__(self, meta_uri: str, changefeed_id: str, namespace: str = "default") -> None:
+    def __init__(
+        self, meta_uri: str, changefeed_id: str, namespace: str = "default", changefeed_uid: str = ""
+    ) -> None:
         self.meta_uri = meta_uri
         self.changefeed_id = changefeed_id
         self.namespace = namespace
+        self.changefeed_uid = changefeed_uid
         self._store: Any = None
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"meta_uri": self.meta_uri, "changefeed_id": self.changefeed_id, "namespace": self.namespace}
+        return {
+            "meta_uri": self.meta_uri,
+            "changefeed_id": self.changefeed_id,
+            "namespace": self.namespace,
+            "changefeed_uid": self.changefeed_uid,
+        }
 
     def __setstate__(self, d: dict[str, Any]) -> None:
         self.__dict__.update(d)
@@ -273,6 +299,17 @@ class MetaRangeStore:
             st.files = []
             self.save(st)
 
+    def done_report(self) -> dict[str, Any] | None:
+        """The snapshot's report once recorded done for this changefeed identity."""
+        report: dict[str, Any] | None = self._meta().snapshot_report(
+            self.changefeed_id, self.namespace, self.changefeed_uid
+        )
+        return report
+
+    def save_done(self, report: dict[str, Any]) -> None:
+        """Record the snapshot done in the meta database."""
+        self._meta().save_snapshot_report(self.changefeed_id, self.namespace, self.changefeed_uid, report)
+
 
 def range_states(rows: list[Any]) -> list[RangeState]:
     """The snapshot ranges among a changefeed's ``range_progress`` rows (``MetaStore.get_range_progress``)."""
@@ -347,7 +384,7 @@ class SnapshotJob:
         *,
         changefeed_id: str,
         upstream_uri: str,
-        checkpoint_dir: str,
+        checkpoint_dir: str = "",
         history_path: str,
         handover: Offset,
         filter_rules: list[str],
@@ -355,12 +392,14 @@ class SnapshotJob:
         time_zone: str = "UTC",
         options: SnapshotOptions | None = None,
         store: RangeStore | None = None,
+        snapshot_dir: str = "",
     ) -> None:
+        """``snapshot_dir``: the snapshot's folder (default ``<checkpoint_dir>/snapshot``)."""
         self.spark = spark
         self.changefeed_id = changefeed_id
         self.upstream_uri = upstream_uri
         self.up = UpstreamConfig.from_uri(upstream_uri)
-        self.state = StateDir.parse(checkpoint_dir).child("snapshot")
+        self.state = StateDir.parse(snapshot_dir or StateDir.parse(checkpoint_dir).join("snapshot"))
         self.dir = self.state.location
         self.spool = self.state.child("rows")
         self.spool_dir = self.spool.location
@@ -377,8 +416,13 @@ class SnapshotJob:
     # ranges, written once every range's progress row exists.
 
     def is_done(self) -> bool:
-        """Whether a previous run finished the snapshot."""
-        return self.state.exists("done.json")
+        """Whether a previous run finished the snapshot (``done.json``, or the store's record of it)."""
+        return self.done_report() is not None
+
+    def done_report(self) -> dict[str, Any] | None:
+        """The report of the run that finished the snapshot, or None."""
+        done: dict[str, Any] | None = self.state.read_json("done.json")
+        return done if done is not None else self.store.done_report()
 
     # ---------------------------------------------------------------- planning
 

@@ -103,7 +103,7 @@ class InitialSnapshot(SnapshotJob):
         With a ``BatchWriter`` whose sink orders parallel segments itself, the spooled files are
         written by parallel tasks straight from the spool instead (``write`` is not called).
         """
-        done = self.state.read_json("done.json")
+        done = self.done_report()
         if done is not None:
             return dict(done)
         tables = self.tables()
@@ -167,6 +167,7 @@ class InitialSnapshot(SnapshotJob):
                 "seconds": round(time.monotonic() - t0, 3),
             }
             self.state.write_json("done.json", report)
+            self.store.save_done(report)
             self.phase = "done"
             self._report()
             self.spool.remove_tree()
@@ -221,13 +222,19 @@ def run_initial_snapshot(
     writer: Any,
     on_figures: Callable[[SnapshotFigures], None] | None = None,
     store: RangeStore | None = None,
+    snapshot_dir: str = "",
 ) -> dict[str, Any]:
-    """Run (or resume, or skip when done) the snapshot of a changefeed; return its report."""
+    """Run (or resume, or skip when done) the snapshot of a changefeed; return its report.
+
+    ``snapshot_dir``: where the snapshot's state lives (default ``<checkpoint_dir>/snapshot``); the
+    server gives the changefeed's own folder, which outlives its claims.
+    """
     snap = InitialSnapshot(
         spark,
         changefeed_id=changefeed_id,
         upstream_uri=upstream_uri,
         checkpoint_dir=checkpoint_dir,
+        snapshot_dir=snapshot_dir,
         history_path=history_path,
         handover=handover,
         filter_rules=list(config.filter.rules),

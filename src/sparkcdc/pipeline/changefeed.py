@@ -127,6 +127,8 @@ class RunningChangefeed:
         self._lock = threading.Lock()
         self.segments_dir = ""
         """A directory of this host where the source's runner leaves batches' segments (segments mode)."""
+        self._saved: tuple[int, Offset, int] | None = None
+        """What ``checkpoint.json`` holds (written by this run)."""
         self._load_checkpoint()
 
     def _load_checkpoint(self) -> None:
@@ -137,6 +139,9 @@ class RunningChangefeed:
             self.rows_total = int(d.get("rows_total", 0))
 
     def _save_checkpoint(self) -> None:
+        saved = (self.checkpoint_ts, self.last_end, self.rows_total)
+        if saved == self._saved:
+            return  # written already before the sink published it (``save_resolved``)
         self.state.write_json(
             "checkpoint.json",
             {
@@ -145,6 +150,19 @@ class RunningChangefeed:
                 "rows_total": self.rows_total,
             },
         )
+        self._saved = saved
+
+    def save_resolved(self, res: BatchResult) -> None:
+        """Make a batch without rows durable before the sink publishes its checkpoint.
+
+        Such a batch only raises the chain state (a resolved ts): a transaction after it with an older
+        binlog header gets a commit_ts above that ts, which a resume from an earlier offset would not
+        give it. So ``checkpoint.json`` has the raise before any consumer can see the ts (a crash
+        in between loses nothing: the batch has no rows)."""
+        with self._lock:
+            self.checkpoint_ts = max(self.checkpoint_ts, res.checkpoint_ts)
+            self.last_end = Offset.from_json(res.end)
+            self._save_checkpoint()
 
     def on_commit(self, res: BatchResult) -> None:
         """Called by the batch writer once a batch is durable in the sink."""
@@ -397,6 +415,7 @@ def start_changefeed(
         running.on_commit,
         mode == "segments",
         running.segments_dir,
+        before_resolved=running.save_resolved,
     )
     if cfg.snapshot.mode == "initial":
         from sparkcdc.pipeline.snapshot import MetaRangeStore, run_initial_snapshot, snapshot_progress

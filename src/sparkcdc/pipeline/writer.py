@@ -319,6 +319,7 @@ class BatchWriter:
         on_commit: Callable[[BatchResult], None],
         segments_mode: bool = False,
         segments_dir: str = "",
+        before_resolved: Callable[[BatchResult], None] | None = None,
     ) -> None:
         from sparkcdc.capture.schema_history import SchemaHistory
         from sparkcdc.pipeline.state import open_history_store
@@ -333,6 +334,8 @@ class BatchWriter:
         """The stream's rows are segments (source option ``mode = "segments"``), decoded by the writers."""
         self.segments_dir = segments_dir
         """Where the source's runner leaves each batch's segments (source option ``segments-dir``)."""
+        self.before_resolved = before_resolved
+        """Saves a batch without transactions (a raised chain state) before the sink publishes its ts."""
 
     def __call__(self, df: Any, batch_id: int) -> None:
         t0 = time.monotonic()
@@ -346,6 +349,9 @@ class BatchWriter:
             # A DDL batch, or a resolved one (no transaction, the checkpoint moves): nothing for executors.
             ddls = ddls or []
             t_sink = time.monotonic()
+            if not ddls and self.before_resolved is not None:
+                # The chain state is durable before the sink publishes a checkpoint derived from it.
+                self.before_resolved(BatchResult(batch_id, end_off.ts, end, 0, 0, 0.0))
             self.sink.commit(batch_id, [], end_off.ts)
             done = time.monotonic()
             self.on_commit(

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs everything sparkcdc needs on Debian 12 (run as root): MariaDB,
+# Installs everything sparkcdc needs on Debian 12 (run as root): MariaDB (and its test suite),
 # PostgreSQL 15 (meta DB tests), Java 17 (Spark), Chromium and its driver (the dashboard's
 # browser test), and a .venv with the package.
 set -euo pipefail
@@ -12,6 +12,8 @@ command -v gcc >/dev/null 2>&1 || need_apt+=(gcc)  # the C extensions (capture/_
   || need_apt+=(python3-dev)
 command -v mariadbd >/dev/null 2>&1 || [ -x /usr/sbin/mariadbd ] || need_apt+=(mariadb-server mariadb-client)
 command -v mariadb-binlog >/dev/null 2>&1 || need_apt+=(mariadb-client)
+# MariaDB's own test files and their runner, replayed as a workload by tests/oracle.
+command -v mariadb-test >/dev/null 2>&1 || need_apt+=(mariadb-test)
 command -v java >/dev/null 2>&1 || need_apt+=(openjdk-17-jre-headless)
 [ -x /usr/lib/postgresql/15/bin/initdb ] || need_apt+=(postgresql-15)
 # The dashboard test drives a headless browser through selenium and the distribution's driver.

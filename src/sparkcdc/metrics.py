@@ -1,7 +1,10 @@
 """Prometheus metrics of changefeeds, in one registry per process (the server's or ``sparkcdc run``'s).
 
 ``ChangefeedMetrics.observe`` turns a progress report (``pipeline.changefeed.Progress``) into metric
-updates; ``record_error`` counts the errors that stopped a run and the retries after them. Where
+updates. Rows and bytes come from the report's running tally of its run (every batch the run
+committed, by table and op), not from the one batch a report may follow: each report adds what the
+counters have not seen yet, so a row is counted once even when the report of its batch never reaches
+the metrics (or reaches them twice); ``record_error`` counts the errors that stopped a run and the retries after them. Where
 TiCDC has the same metric, its name and labels are used (``ticdc_owner_*``: ``namespace`` and
 ``changefeed``); the others are ``sparkcdc_*`` with the same two labels first.
 """
@@ -47,6 +50,9 @@ DURATION_BUCKETS = tuple(0.01 * 2**i for i in range(16))
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 
+KEPT_RUNS = 4
+"""Runs of one changefeed whose tallies are remembered (a stopping run's last report may come late)."""
+
 METRIC_NAMES = (
     "ticdc_owner_checkpoint_ts",
     "ticdc_owner_checkpoint_ts_lag",
@@ -85,6 +91,8 @@ class ProgressLike(Protocol):
     snapshot_ranges_done: int
     snapshot_ranges_total: int
     batch: BatchLike | None
+    run_id: str
+    row_tally: dict[tuple[str, str, str], tuple[int, int]]
 
 
 class ChangefeedMetrics:
@@ -161,6 +169,8 @@ class ChangefeedMetrics:
         )
         self._lock = threading.Lock()
         self._series: dict[tuple[str, str], set[tuple[Any, tuple[str, ...]]]] = {}
+        self._counted: dict[tuple[str, str], dict[str, dict[tuple[str, str, str], tuple[int, int]]]] = {}
+        """Per changefeed and run: the part of the run's tally the counters already hold."""
 
     def _child(self, metric: Any, namespace: str, changefeed: str, *extra: str) -> Any:
         values = (namespace, changefeed, *extra)
@@ -184,12 +194,31 @@ class ChangefeedMetrics:
             self._child(self.snapshot_rows, namespace, changefeed).set(p.snapshot_rows)
             self._child(self.snapshot_ranges_done, namespace, changefeed).set(p.snapshot_ranges_done)
             self._child(self.snapshot_ranges_total, namespace, changefeed).set(p.snapshot_ranges_total)
+        self._count_rows(namespace, changefeed, p.run_id, p.row_tally)
         b = p.batch
         if b is None:
             return
         self._child(self.batch_duration, namespace, changefeed).observe(b.seconds)
         self._child(self.sink_write_duration, namespace, changefeed).observe(b.sink_seconds)
-        for (schema, table, op), (rows, size) in b.tables.items():
+
+    def _count_rows(
+        self, namespace: str, changefeed: str, run_id: str, tally: dict[tuple[str, str, str], tuple[int, int]]
+    ) -> None:
+        """Add what a run's tally has beyond what the counters already took from that run."""
+        fresh: dict[tuple[str, str, str], tuple[int, int]] = {}
+        with self._lock:
+            runs = self._counted.setdefault((namespace, changefeed), {})
+            seen = runs.get(run_id)
+            if seen is None:  # a new run: its tally starts from nothing
+                seen = runs[run_id] = {}
+                while len(runs) > KEPT_RUNS:  # a late report of an older run than these is not expected
+                    del runs[next(iter(runs))]
+            for k, (rows, size) in tally.items():
+                rows0, size0 = seen.get(k, (0, 0))
+                if rows > rows0 or size > size0:
+                    fresh[k] = (max(0, rows - rows0), max(0, size - size0))
+                    seen[k] = (max(rows, rows0), max(size, size0))
+        for (schema, table, op), (rows, size) in fresh.items():
             name = OP_NAMES.get(op, op)
             self._child(self.rows, namespace, changefeed, schema, table, name).inc(rows)
             self._child(self.bytes, namespace, changefeed, schema, table, name).inc(size)
@@ -208,6 +237,7 @@ class ChangefeedMetrics:
         """Drop every series of a changefeed this process no longer runs (or that was removed)."""
         with self._lock:
             series = self._series.pop((namespace, changefeed), set())
+            self._counted.pop((namespace, changefeed), None)
         for metric, values in series:
             try:
                 metric.remove(*values)

@@ -132,7 +132,7 @@ CASES: list[Case] = [
     (
         "target-before-start",
         lambda t, d: ["--sink-uri", f"file://{d}?protocol=csv", "--start-ts", "100", "--target-ts", "50"],
-        ["--target-ts 50", "greater than --start-ts 100"],
+        ["the start-ts 100 is larger than or equal to the target-ts 50", "choose a target-ts after"],
     ),
 ]
 

@@ -27,6 +27,8 @@ class Report:
     snapshot_ranges_done: int = 0
     snapshot_ranges_total: int = 0
     snapshot_eta_s: float | None = None
+    backlog_done_bytes: int = 0
+    backlog_total_bytes: int | None = None
 
 
 class Clock:
@@ -45,15 +47,34 @@ class Terminal(io.StringIO):
 TS = compose_ts(1_700_000_000_000, 0)
 
 
-def test_catch_up_progress_and_eta() -> None:
+def test_catch_up_progress_and_eta_in_bytes() -> None:
     clock = Clock()
     c = CatchUp(clock)
-    assert c.update(100.0) == (0.0, 100.0, None)  # one lag: no rate yet
+    assert c.update(0, 1000) == (0.0, 1000.0, None)  # one report: no rate yet
     clock.now += 10
-    made_up, start, eta = c.update(80.0)  # 20 s made up in 10 s: 2 s/s, 80 s left
-    assert (made_up, start) == (20.0, 100.0) and eta == pytest.approx(40.0)
-    c.caught_up()
-    assert c.update(5.0)[:2] == (0.0, 5.0)  # a new catch-up starts from the new lag
+    read, to_read, eta = c.update(200, 1000)  # 200 bytes in 10 s: 20 B/s, 800 left
+    assert (read, to_read) == (200.0, 1000.0) and eta == pytest.approx(40.0)
+    c.caught_up(1000)
+    # a new catch-up counts from where the last one ended (the head grew by 500 bytes)
+    assert c.update(1100, 1500)[:2] == (100.0, 500.0)
+    # a new run (its bytes count from its own start offset) starts over
+    assert c.update(50, 400)[:2] == (50.0, 400.0)
+
+
+def test_a_backlog_read_late_shows_the_share_of_its_bytes() -> None:
+    # written in 45 s, read 4 minutes later: 96 % of the bytes read, the lag still 3.5 minutes
+    c = CatchUp(Clock())
+    f = figures_of(
+        Report(TS, 1_632_000, 40_000.0, 210.0, backlog_done_bytes=960, backlog_total_bytes=1000), c
+    )
+    assert f.phase == "catching up" and (f.completed, f.total) == (960.0, 1000.0)
+    assert "catching up 96% binlog 960 B/1000 B" in plain_line("orders", f)
+    # the binlog's size not probed yet: no share
+    f = figures_of(Report(TS, 0, 0.0, 210.0), CatchUp(Clock()))
+    assert f.phase == "catching up" and f.total is None and f.eta_s is None
+    # everything up to the head read: caught up, even before the monitor's next probe
+    f = figures_of(Report(TS, 9, 0.0, 210.0, backlog_done_bytes=1000, backlog_total_bytes=1000), c)
+    assert f.phase == "caught up" and f.completed == f.total
 
 
 def test_figures_of_a_snapshot_and_of_the_stream() -> None:
@@ -74,8 +95,9 @@ def test_figures_of_a_snapshot_and_of_the_stream() -> None:
     assert "ETA 0:00:06" in line and "lag 0.0s" in line
     up = figures_of(Report(TS, 42, 0.0, 0.0, caught_up=True), c)
     assert up.phase == "caught up" and up.eta_s == 0.0
-    behind = figures_of(Report(TS, 42, 10.0, 30.0), c)
-    assert behind.phase == "catching up" and behind.total == 30.0
+    behind = figures_of(Report(TS, 42, 10.0, 30.0, backlog_done_bytes=10, backlog_total_bytes=3 << 20), c)
+    assert behind.phase == "catching up" and behind.total == 3 << 20
+    assert "binlog 10 B/3.0 MiB" in plain_line("orders", behind)
     assert "ETA -:--:--" in plain_line("orders", behind)
 
 

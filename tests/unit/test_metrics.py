@@ -28,6 +28,8 @@ class Report:
     snapshot_ranges_done: int = 0
     snapshot_ranges_total: int = 0
     batch: Batch | None = None
+    run_id: str = "run-1"
+    row_tally: dict[tuple[str, str, str], tuple[int, int]] = field(default_factory=dict)
 
 
 def samples(m: ChangefeedMetrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -53,12 +55,19 @@ def test_progress_reports_become_gauges_counters_and_histograms() -> None:
             compose_ts(now_ms - 2000, 0),
             5.0,
             batch=Batch(0.8, 0.3, {("shop", "orders", "I"): [10, 900], ("shop", "orders", "D"): [2, 100]}),
+            row_tally={("shop", "orders", "I"): (10, 900), ("shop", "orders", "D"): (2, 100)},
         ),
     )
     m.observe(
         "default",
         "orders",
-        Report(ckpt, ckpt, 5.0, batch=Batch(0.2, 0.1, {("shop", "orders", "I"): [5, 450]})),
+        Report(
+            ckpt,
+            ckpt,
+            5.0,
+            batch=Batch(0.2, 0.1, {("shop", "orders", "I"): [5, 450]}),
+            row_tally={("shop", "orders", "I"): (15, 1350), ("shop", "orders", "D"): (2, 100)},
+        ),
     )
     got = samples(m)
     assert got[("ticdc_owner_checkpoint_ts", CF)] == now_ms - 5000
@@ -78,6 +87,41 @@ def test_progress_reports_become_gauges_counters_and_histograms() -> None:
     got = samples(m)
     assert got[("sparkcdc_batch_duration_seconds_count", CF)] == 2
     assert got[("ticdc_owner_checkpoint_ts_lag", CF)] == 7.0
+
+
+INSERTS = tuple(sorted((*CF, ("op", "insert"), ("schema", "shop"), ("table", "orders"))))
+
+
+def inserts(m: ChangefeedMetrics) -> float:
+    return samples(m).get(("sparkcdc_changefeed_rows_total", INSERTS), 0.0)
+
+
+def test_rows_are_counted_once_whichever_reports_arrive() -> None:
+    m = ChangefeedMetrics()
+    ts = compose_ts(int(time.time() * 1000), 0)
+    # the report following the first batch (2 rows) never reaches the metrics; a periodic one does
+    m.observe("default", "orders", Report(ts, ts, 0.0, row_tally={("shop", "orders", "I"): (2, 80)}))
+    assert inserts(m) == 2
+    second = Batch(0.1, 0.1, {("shop", "orders", "I"): [3, 120]})
+    after = Report(ts, ts, 0.0, batch=second, row_tally={("shop", "orders", "I"): (5, 200)})
+    m.observe("default", "orders", after)
+    m.observe("default", "orders", after)  # the same report twice
+    # an older periodic report arriving late (the monitor's thread) adds nothing
+    m.observe("default", "orders", Report(ts, ts, 0.0, row_tally={("shop", "orders", "I"): (2, 80)}))
+    assert inserts(m) == 5
+    assert samples(m)[("sparkcdc_changefeed_bytes_total", INSERTS)] == 200
+    # a restart of the run in the same process: its tally starts at 0, the counter goes on
+    m.observe(
+        "default", "orders", Report(ts, ts, 0.0, run_id="run-2", row_tally={("shop", "orders", "I"): (4, 1)})
+    )
+    assert inserts(m) == 9
+    # a run this process gave up (pause, failover): its series go, the next run counts from 0
+    m.forget("default", "orders")
+    assert inserts(m) == 0
+    m.observe(
+        "default", "orders", Report(ts, ts, 0.0, run_id="run-2", row_tally={("shop", "orders", "I"): (6, 2)})
+    )
+    assert inserts(m) == 6
 
 
 def test_snapshot_errors_state_and_forget() -> None:
@@ -114,7 +158,16 @@ def test_every_metric_is_named_and_registries_are_separate() -> None:
     a, b = ChangefeedMetrics(), ChangefeedMetrics()
     ts = compose_ts(int(time.time() * 1000), 0)
     a.observe(
-        "default", "x", Report(ts, ts, 1.0, "reading", batch=Batch(0.1, 0.1, {("s", "t", "U"): [1, 10]}))
+        "default",
+        "x",
+        Report(
+            ts,
+            ts,
+            1.0,
+            "reading",
+            batch=Batch(0.1, 0.1, {("s", "t", "U"): [1, 10]}),
+            row_tally={("s", "t", "U"): (1, 10)},
+        ),
     )
     a.record_error("default", "x", "CDC:ErrUnknown", retried=True)
     a.set_state("default", "x", "normal")

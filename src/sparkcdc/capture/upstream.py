@@ -7,7 +7,9 @@ import logging
 import os
 import random
 import re
+import socket
 import ssl
+import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -128,6 +130,13 @@ class UpstreamConfig:
             conn = pymysql.connect(**params)
             conn._read_timeout = wanted
             return conn
+        except (pymysql.err.InternalError, struct.error, IndexError, UnicodeDecodeError) as exc:
+            # The handshake did not parse: something else listens on the port (SSH, HTTP, ...).
+            raise UpstreamSetupError(
+                f"upstream {self.host}:{self.port} is not a MySQL or MariaDB server: it answered "
+                f"{what_answered(self.host, self.port, self.connect_timeout)}; check the port in --upstream-uri "
+                "(MySQL and MariaDB listen on 3306 by default)"
+            ) from exc
         except RuntimeError as exc:
             # PyMySQL without the cryptography package cannot answer caching_sha2_password's RSA exchange.
             raise UpstreamSetupError(
@@ -498,8 +507,24 @@ def quote_name(schema: str, table: str) -> str:
     return "`" + schema.replace("`", "``") + "`.`" + table.replace("`", "``") + "`"
 
 
+def what_answered(host: str, port: int, timeout: float) -> str:
+    """What a non-MySQL server sends first on connect: its first line, quoted, or its first bytes in hex."""
+    try:
+        with socket.create_connection((host, port), timeout=min(timeout, 5.0)) as sock:
+            sock.settimeout(min(timeout, 5.0))
+            data = sock.recv(256)
+    except OSError as exc:
+        return f"something sparkcdc cannot read ({exc.strerror or type(exc).__name__})"
+    line = data.split(b"\n", 1)[0].rstrip(b"\r")[:80]
+    if line and all(32 <= b < 127 for b in line):
+        text = line.decode("ascii")
+        kind = " (an SSH server)" if text.startswith("SSH-") else ""
+        return f"{text!r}{kind}"
+    return f"bytes {data[:16].hex(' ')}" if data else "nothing"
+
+
 def check_privileges(grants: str, up: UpstreamConfig) -> None:
-    """Raise UpstreamSetupError if ``grants`` (SHOW GRANTS, upper case) lack a replication privilege.
+    """Raise UpstreamSetupError if ``grants`` (SHOW GRANTS, upper case) lack a replication privilege or SELECT.
 
     The same on MySQL and MariaDB: REPLICATION SLAVE (MySQL's alias REPLICATION REPLICA) to read the
     binlog, REPLICATION CLIENT (MariaDB's BINLOG MONITOR; SUPER) for SHOW MASTER STATUS / SHOW BINARY
@@ -516,10 +541,17 @@ def check_privileges(grants: str, up: UpstreamConfig) -> None:
         )
         if not any(a in grants for a in alts)
     ]
+    # SELECT (on *.* or on the captured databases) reads table definitions and snapshot rows.
+    granted = (g.partition(" ON ")[0] for g in re.split(r"(?:^|\s)GRANT\s", grants) if " ON " in g)
+    if not any(
+        p.split("(")[0].strip() in ("SELECT", "ALL PRIVILEGES", "ALL") for g in granted for p in g.split(",")
+    ):
+        missing.append("SELECT")
     if missing:
+        fix = missing if "SELECT" in missing else [*missing, "SELECT"]
         raise UpstreamSetupError(
             f"user {up.user!r} on upstream {up.host}:{up.port} lacks {', '.join(missing)}; "
-            f"run GRANT {', '.join(missing)}, SELECT ON *.* TO {up.user!r}@'%'"
+            f"run GRANT {', '.join(fix)} ON *.* TO {up.user!r}@'%'"
         )
     if "PROCESS" not in grants:
         log.warning(

@@ -9,6 +9,7 @@ import threading
 from typing import Any
 from urllib.parse import urlsplit
 
+from sparkcdc.config.options import not_supported
 from sparkcdc.config.replica import ReplicaConfig
 from sparkcdc.config.uri import parse_duration, redact_uri
 from sparkcdc.errors import ConfigError
@@ -86,8 +87,9 @@ def run(args: argparse.Namespace) -> int:
         module: Any = importlib.import_module("sparkcdc.consumer.kafka")
         return int(module.run_from_args(args) or 0)
     if scheme not in STORAGE_SCHEMES:
-        raise ConfigError(
-            f"unsupported --upstream-uri scheme {scheme!r}; use one of: {', '.join(STORAGE_SCHEMES + KAFKA_SCHEMES)}"
+        raise not_supported(
+            f"--upstream-uri scheme {scheme!r}",
+            fix=f"use one of: {', '.join(STORAGE_SCHEMES + KAFKA_SCHEMES)}",
         )
     from sparkcdc.consumer.storage import StorageConsumer
 

@@ -69,6 +69,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--no-progress", action="store_true", help="do not print the live progress line")
     p.add_argument(
+        "--progress-interval",
+        type=float,
+        default=5.0,
+        metavar="SECONDS",
+        help="off a terminal, print a progress line (or record) at most this often (default %(default)s)",
+    )
+    p.add_argument(
+        "--max-batch-bytes",
+        type=int,
+        default=64 << 20,
+        metavar="BYTES",
+        help="binlog bytes a micro-batch reads at most (default 64 MiB)",
+    )
+    p.add_argument(
         "--error-stuck-seconds",
         type=float,
         default=1800.0,
@@ -109,6 +123,14 @@ def build_spec(args: argparse.Namespace) -> ChangefeedSpec:
         except ConfigError as err:
             raise ConfigError(err.message.replace("--spark-master", "--master", 1)) from None
     check_trigger_interval(args.trigger_interval)
+    if not args.max_batch_bytes > 0:
+        raise ConfigError(
+            f"invalid --max-batch-bytes {args.max_batch_bytes}: must be a number of bytes, at least 1"
+        )
+    if not (math.isfinite(args.progress_interval) and args.progress_interval >= 0):
+        raise ConfigError(
+            f"invalid --progress-interval {args.progress_interval}: must be a number of seconds, 0 or more"
+        )
     stuck = args.error_stuck_seconds
     if not math.isfinite(stuck) or stuck < 1:
         raise ConfigError(f"invalid --error-stuck-seconds {stuck}: must be a number of seconds, at least 1")
@@ -140,7 +162,11 @@ def build_spec(args: argparse.Namespace) -> ChangefeedSpec:
 
         parse_start_gtid(args.start_gtid)  # a MariaDB position or a MySQL GTID set
     if args.target_ts is not None and args.start_ts is not None and args.target_ts <= args.start_ts:
-        raise ConfigError(f"--target-ts {args.target_ts} must be greater than --start-ts {args.start_ts}")
+        raise ConfigError(  # the server's create words it the same
+            f"the start-ts {args.start_ts} is larger than or equal to the target-ts {args.target_ts}; "
+            "choose a target-ts after the start-ts (or none)",
+            code="CDC:ErrTargetTsBeforeStartTs",
+        )
     from sparkcdc.sink import create_sink
 
     create_sink(args.sink_uri, cfg, cid)  # validates the URI and sink options before Spark starts
@@ -158,6 +184,7 @@ def build_spec(args: argparse.Namespace) -> ChangefeedSpec:
         start_gtid=args.start_gtid,
         checkpoint_dir=state.join(cid),
         trigger_interval=args.trigger_interval,
+        max_batch_bytes=args.max_batch_bytes,
     )
 
 
@@ -204,10 +231,11 @@ def check_resume(args: argparse.Namespace, spec: ChangefeedSpec, up: Any) -> Non
     GTID or start-ts older than the binlog are refused here; the resolved offset is kept in the
     data dir (``start.json``), where the changefeed's start finds it.
     """
-    from sparkcdc.pipeline.start import check_start_ts, resolve_start
+    from sparkcdc.pipeline.start import check_start_ts, resolve_start, upstream_current_ts
     from sparkcdc.pipeline.state import StateDir
 
     state = StateDir.parse(spec.checkpoint_dir)
+    checkpoint: int | None = None
     if args.target_ts is not None:
         saved = state.read_json("checkpoint.json")
         checkpoint = int(saved["checkpoint_ts"]) if saved else None
@@ -219,6 +247,15 @@ def check_resume(args: argparse.Namespace, spec: ChangefeedSpec, up: Any) -> Non
             )
     if state.exists("start.json"):
         return  # a resume: the start point was resolved by the first run
+    given_start = args.start_ts is not None or args.start_position or args.start_gtid
+    if args.target_ts is not None and checkpoint is None and not given_start:
+        start_ts = upstream_current_ts(up)  # the start of a new changefeed without a start point: now
+        if args.target_ts <= start_ts:
+            raise ConfigError(  # the server's create words it the same
+                f"the target-ts {args.target_ts} is not after the start-ts {start_ts} (now, when --start-ts "
+                "is omitted); choose a later target-ts",
+                code="CDC:ErrTargetTsBeforeStartTs",
+            )
     if args.start_ts is not None:
         check_start_ts(up, args.start_ts)
     if args.start_position and args.start_position.rpartition(":")[0] not in _binlog_files(up):
@@ -250,7 +287,13 @@ class _Run:
         self.cid = changefeed_id
         self.json_logs = getattr(args, "log_format", "text") == "json"
         self.metrics: Any = None
-        self.display = None if args.no_progress else ProgressDisplay(changefeed_id, json_logs=self.json_logs)
+        self.display = (
+            None
+            if args.no_progress
+            else ProgressDisplay(
+                changefeed_id, json_logs=self.json_logs, plain_interval_s=args.progress_interval
+            )
+        )
         self.backoff = 1.0
         self.unclassified = 0
         """Restarts in a row, without progress, after errors sparkcdc does not recognise."""

@@ -1,8 +1,11 @@
 """The progress of ``sparkcdc run``: a live bar on a terminal, plain lines (or log records) otherwise.
 
 While the initial snapshot copies rows, the bar counts rows copied against the tables' estimated
-rows; while the stream catches up, it counts the lag already made up against the lag the catch-up
-started from. Either way the line shows rows, rows/s, an ETA and the checkpoint lag.
+rows; while the stream catches up, it counts the binlog bytes read against the bytes from where the
+catch-up started to the binlog's head (or the target-ts offset), and the ETA is the bytes left at the
+rate they were read in the last half minute. Either way the line shows rows, rows/s, an ETA and the
+checkpoint lag. (The lag is no measure of the work left: a backlog written in 45 s and read 4 minutes
+later is 96 % read while its lag has shrunk by a tenth.)
 """
 
 from __future__ import annotations
@@ -51,30 +54,40 @@ def _duration(seconds: float | None) -> str:
 
 
 class CatchUp:
-    """Turns a stream of lags into catch-up progress: how much of the lag is made up, and an ETA."""
+    """Turns binlog bytes read (of a run's backlog) into catch-up progress: bytes made up, bytes to read, ETA.
+
+    A catch-up counts from the bytes read when the changefeed was last caught up (from the run's
+    start offset for the first one), so a burst after a quiet hour shows the burst's own share.
+    """
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self.clock = clock
-        self.start_lag = 0.0
-        self._lags: deque[tuple[float, float]] = deque()
+        self.base = 0
+        """Bytes read (from the run's start) when this catch-up began."""
+        self._last_done = 0
+        self._done: deque[tuple[float, int]] = deque()
 
-    def caught_up(self) -> None:
-        """The lag is gone: the next lag starts a new catch-up."""
-        self.start_lag = 0.0
-        self._lags.clear()
+    def caught_up(self, done: int = 0) -> None:
+        """Nothing is left to read at ``done`` bytes: the next catch-up starts there."""
+        self.base = self._last_done = done
+        self._done.clear()
 
-    def update(self, lag_s: float) -> tuple[float, float, float | None]:
-        """(lag made up, lag the catch-up started from, ETA) after the lag ``lag_s``."""
+    def update(self, done: int, total: int) -> tuple[float, float, float | None]:
+        """(bytes read, bytes to read, ETA) of the catch-up after a report of ``done`` of ``total`` bytes."""
         now = self.clock()
-        self.start_lag = max(self.start_lag, lag_s)
-        self._lags.append((now, lag_s))
-        while self._lags and now - self._lags[0][0] > ETA_WINDOW_S:
-            self._lags.popleft()
+        if done < self._last_done:  # a new run: its bytes count from its own start offset
+            self.base = 0
+            self._done.clear()
+        self._last_done = done
+        self.base = min(self.base, done)
+        self._done.append((now, done))
+        while self._done and now - self._done[0][0] > ETA_WINDOW_S:
+            self._done.popleft()
         eta = None
-        (t0, lag0), (t1, lag1) = self._lags[0], self._lags[-1]
-        if t1 > t0 and lag1 < lag0:
-            eta = lag1 / ((lag0 - lag1) / (t1 - t0))
-        return (self.start_lag - lag_s, self.start_lag, eta)
+        (t0, done0), (t1, done1) = self._done[0], self._done[-1]
+        if t1 > t0 and done1 > done0:
+            eta = max(0, total - done) / ((done1 - done0) / (t1 - t0))
+        return (float(done - self.base), float(total - self.base), eta)
 
 
 def figures_of(p: Any, catch_up: CatchUp) -> Figures:
@@ -94,11 +107,26 @@ def figures_of(p: Any, catch_up: CatchUp) -> Figures:
             p.snapshot_eta_s,
             done_ranges,
         )
-    if p.caught_up or p.lag_s < CAUGHT_UP_LAG_S:
-        catch_up.caught_up()
+    done, total = p.backlog_done_bytes, p.backlog_total_bytes
+    if p.caught_up or p.lag_s < CAUGHT_UP_LAG_S or (total is not None and done >= total):
+        catch_up.caught_up(done)
         return Figures("caught up", p.rows_total, p.rows_per_sec, p.lag_s, p.checkpoint_ts, 1.0, 1.0, 0.0)
-    made_up, start, eta = catch_up.update(p.lag_s)
-    return Figures("catching up", p.rows_total, p.rows_per_sec, p.lag_s, p.checkpoint_ts, made_up, start, eta)
+    if total is None:  # the binlog's size is not known yet: no share, no ETA
+        return Figures("catching up", p.rows_total, p.rows_per_sec, p.lag_s, p.checkpoint_ts, 0.0, None, None)
+    read, to_read, eta = catch_up.update(done, total)
+    detail = f"binlog {_size(read)}/{_size(to_read)}"
+    return Figures(
+        "catching up", p.rows_total, p.rows_per_sec, p.lag_s, p.checkpoint_ts, read, to_read, eta, detail
+    )
+
+
+def _size(n: float) -> str:
+    """Bytes as B, KiB, MiB or GiB (one decimal above bytes)."""
+    for unit in ("B", "KiB", "MiB"):
+        if n < 1024:
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GiB"
 
 
 def plain_line(changefeed_id: str, f: Figures) -> str:

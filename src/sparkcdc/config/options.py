@@ -12,6 +12,10 @@ where it came from and what is allowed::
 Nothing is clamped: a value outside the range is an error, never silently replaced. A URI
 value is refused with ``SinkURIError``, a TOML value with ``ConfigError``. Unknown URI
 parameters are the sink's business (``ParsedURI.reject_unknown`` after every read).
+
+An option sparkcdc does not implement is declared with ``unsupported`` (why): any value but its
+default, the one sparkcdc always behaves as, is refused by ``not_supported``, the one wording of
+"not supported" for TOML keys, URI parameters and command-line values.
 """
 
 from __future__ import annotations
@@ -34,6 +38,29 @@ _SIZE = re.compile(r"^(\d+)\s*(b|kib|mib|gib)?$", re.IGNORECASE)
 _SIZE_UNITS = {"": 1, "b": 1, "kib": KIB, "mib": MIB, "gib": GIB}
 _TRUE = ("true", "1")
 _FALSE = ("false", "0")
+
+
+def not_supported(
+    subject: str, why: str = "", *, fix: str = "remove it", ticdc: bool = False, uri: bool = False
+) -> ConfigError:
+    """The one "not supported" refusal: ``{subject} is not supported by sparkcdc; {fix} ({why})``.
+
+    ``subject`` names the key, parameter, flag or value (``config key 'sink.x'``, ``sink URI
+    parameter 'x'``, ``--upstream-uri scheme 'ftp'``); ``ticdc``: TiCDC accepts it, so the message
+    says so; ``uri``: a ``SinkURIError``.
+    """
+    said = "is accepted by TiCDC, not supported by sparkcdc" if ticdc else "is not supported by sparkcdc"
+    text = f"{subject} {said}; {fix}" + (f" ({why})" if why else "")
+    return SinkURIError(text) if uri else ConfigError(text)
+
+
+def show_value(value: Any) -> str:
+    """A value as TOML writes it (``true``, ``'text'``, ``16``)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return repr(value)
+    return str(value)
 
 
 class Kind(StrEnum):
@@ -113,6 +140,8 @@ class Option:
     expect: str = ""
     secret: bool = False
     help: str = ""
+    unsupported: str = ""
+    """Why sparkcdc does not implement this TiCDC option: any value but ``default`` is refused."""
 
     def __post_init__(self) -> None:
         if self.ge is not None and self.gt is not None:
@@ -277,6 +306,18 @@ def _parse(opt: Option, raw: Any, origin: _Origin) -> Any:
         value = None
     if value is None or not opt.allows(value):
         origin.refuse(opt, _show(opt, raw, value))
+    if opt.unsupported and value != opt.default:
+        subject = (
+            f"sink URI parameter {origin.key!r}"
+            if origin.source is Source.URI
+            else f"config key {origin.key!r}"
+        )
+        raise not_supported(
+            subject,
+            f"sparkcdc always behaves as {show_value(opt.default)}: {opt.unsupported}",
+            ticdc=True,
+            uri=origin.source is Source.URI,
+        )
     return value
 
 

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from sparkcdc.config.dispatch_rule import DispatchRule, check_dispatch_rule, check_partition_alias
+from sparkcdc.config.options import not_supported, show_value
 from sparkcdc.errors import ConfigError, FilterRuleError
 from sparkcdc.event_filter import compile_rule
 from sparkcdc.filter import TableFilter
@@ -80,12 +81,18 @@ class LargeMessageHandleConfig:
     claim_check_raw_value: bool = False
 
 
+MAX_BATCH_SIZE_WHY = "canal-json and avro send one event per message; only TiCDC's open protocol batches"
+FLUSH_CONCURRENCY_WHY = "each Spark task writes a data file in one upload"
+CLEANUP_CRON_WHY = "sparkcdc expires no files (file-expiration-days), so it runs no cleanup"
+FILE_EXPIRATION_WHY = "0 keeps every file; expire files with a bucket lifecycle rule instead"
+
+
 @dataclass
 class CodecConfig:
     """``[sink.kafka-config.codec-config]``."""
 
     enable_tidb_extension: bool | None = None
-    max_batch_size: int | None = None
+    max_batch_size: int = field(default=1, metadata=_unsupported(MAX_BATCH_SIZE_WHY, honoured=True))
     avro_enable_watermark: bool | None = None
     avro_decimal_handling_mode: str | None = None
     avro_bigint_unsigned_handling_mode: str | None = None
@@ -127,9 +134,11 @@ class CloudStorageConfig:
     worker_count: int | None = None
     flush_interval: str | None = None
     file_size: int | None = None
-    flush_concurrency: int | None = None
-    file_expiration_days: int = 0
-    file_cleanup_cron_spec: str = "0 0 2 * * *"
+    flush_concurrency: int = field(default=1, metadata=_unsupported(FLUSH_CONCURRENCY_WHY, honoured=True))
+    file_expiration_days: int = field(default=0, metadata=_unsupported(FILE_EXPIRATION_WHY, honoured=True))
+    file_cleanup_cron_spec: str = field(
+        default="0 0 2 * * *", metadata=_unsupported(CLEANUP_CRON_WHY, honoured=True)
+    )
     output_column_id: bool = False
     output_raw_change_event: bool = False
 
@@ -375,12 +384,7 @@ def _default_of(f: dataclasses.Field[Any]) -> Any:
     return f.default
 
 
-def _toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, str):
-        return repr(value)
-    return str(value)
+_toml_value = show_value
 
 
 def _check_field(f: dataclasses.Field[Any], value: Any, path: str) -> None:
@@ -391,14 +395,8 @@ def _check_field(f: dataclasses.Field[Any], value: Any, path: str) -> None:
         default = _default_of(f)
         if meta.get("honoured") and value == default:
             return
-        also = (
-            f" (sparkcdc always behaves as {_toml_value(default)}: {why})"
-            if meta.get("honoured")
-            else f" ({why})"
-        )
-        raise ConfigError(
-            f"config key {path!r} is accepted by TiCDC, not supported by sparkcdc; remove it{also}"
-        )
+        also = f"sparkcdc always behaves as {_toml_value(default)}: {why}" if meta.get("honoured") else why
+        raise not_supported(f"config key {path!r}", also, ticdc=True)
     lo, hi, choices = meta.get("lo"), meta.get("hi"), meta.get("choices")
     if (lo is not None and value < lo) or (hi is not None and value > hi):
         if hi is None:

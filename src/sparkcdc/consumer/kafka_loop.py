@@ -86,8 +86,8 @@ class KafkaConsumerBase(ABC, Generic[StateT]):
         progress_schema: str = DEFAULT_PROGRESS_SCHEMA,
         group_id: str | None = None,
     ) -> None:
+        from sparkcdc.consumer.downstream import downstream_settings
         from sparkcdc.sink.mysql.applier import MySQLApplier
-        from sparkcdc.sink.mysql.config import parse_mysql_sink
 
         self.config = config or ReplicaConfig()
         sink_uri, own = split_consumer_params(upstream_uri)
@@ -117,7 +117,7 @@ class KafkaConsumerBase(ABC, Generic[StateT]):
             ClaimCheckStorage(lm.claim_check_storage_uri) if lm.claim_check_storage_uri else None
         )
         self.claim_check_raw = lm.claim_check_raw_value
-        settings = parse_mysql_sink(downstream_uri, ReplicaConfig())
+        settings = downstream_settings(downstream_uri)
         self.applier = MySQLApplier(
             settings.conn,
             safe_mode=settings.safe_mode,

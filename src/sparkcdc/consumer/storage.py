@@ -42,6 +42,7 @@ import pymysql
 
 from sparkcdc.config.replica import ReplicaConfig
 from sparkcdc.config.uri import redact_uri
+from sparkcdc.consumer.downstream import downstream_settings
 from sparkcdc.consumer.progress import ProgressTable
 from sparkcdc.errors import ConfigError, DecodeError, SinkError
 from sparkcdc.model import RowChange, TableInfo
@@ -72,6 +73,8 @@ PROGRESS_COLUMNS = (
 DEFAULT_PROGRESS_SCHEMA = "sparkcdc_consumer"
 DEFAULT_SOURCE_WAIT = 600.0
 """Seconds a running consumer waits for the storage's first ``metadata`` file before it gives up."""
+WAIT_REPORT = 30.0
+"""Seconds between the lines a running consumer logs while it waits for the first ``metadata``."""
 NO_TS_SAFE = 1 << 64
 """replicating_ts for rows without commit_ts: always safe mode."""
 
@@ -139,7 +142,7 @@ class StorageConsumer:
         self.consumer_id = hashlib.sha1(f"{self.backend.scheme}://{self.backend.root}".encode()).hexdigest()[
             :16
         ]
-        self.downstream = parse_mysql_sink(downstream_uri, ReplicaConfig())
+        self.downstream = downstream_settings(downstream_uri)
         if not progress_schema or "`" in progress_schema:
             raise ConfigError(f"invalid progress schema name {progress_schema!r}")
         self.progress_schema = progress_schema
@@ -192,6 +195,7 @@ class StorageConsumer:
         self.check_source()
         total = RoundStats()
         began = time.monotonic()
+        said_waiting: float | None = None
         while True:
             started = time.monotonic()
             stats = self.run_once()
@@ -200,6 +204,16 @@ class StorageConsumer:
                 raise ConfigError(
                     f"no metadata file in {self.upstream!r}{waited}: it is not the output of a storage "
                     "sink, or the changefeed has not written its first checkpoint; check --upstream-uri"
+                )
+            if stats.checkpoint_ts is None and (
+                said_waiting is None or started - said_waiting >= WAIT_REPORT
+            ):
+                said_waiting = started
+                log.info(
+                    "no metadata file in %r yet: waiting for the changefeed's first checkpoint "
+                    "(gives up in %.0fs, --source-wait)",
+                    self.upstream,
+                    source_wait - (started - began),
                 )
             for f in ("ddls", "tables_created", "files", "rows", "rows_dropped"):
                 setattr(total, f, getattr(total, f) + getattr(stats, f))

@@ -9,7 +9,10 @@ its alias; names are case-insensitive):
 ``index-value``             table hash XOR ``crc32(col‖value)`` over the handle key
                             (``rowid`` and ``pk`` are aliases); with ``index = "name"``
                             over that index's columns
-``columns``                 the same over ``columns = [...]``; ``"[c1, c2]"`` is a shorthand
+``columns``                 the same over ``columns = [...]``; ``"[c1, c2]"`` is a shorthand;
+                            a table without some of them hashes the ones it has,
+                            one without any goes to partition 0 (seed 002; TiCDC
+                            refuses such a table)
 ``"N"``                     the fixed partition N (0 ≤ N < partition count)
 ==========================  ============================================================
 
@@ -59,7 +62,7 @@ _PLAN_CACHE_LIMIT = 4096
 
 
 class DispatchError(SinkError):
-    """A row cannot be dispatched (its table lacks the configured index or columns)."""
+    """A row cannot be dispatched (its table lacks the configured index, or a column is generated)."""
 
     code = "CDC:ErrDispatcherFailed"
 
@@ -215,7 +218,11 @@ class PartitionDispatcher:
             )
 
     def verify_table(self, table: TableInfo) -> None:
-        """Raise ConfigError if ``table`` lacks the configured index (or it is not unique) or columns."""
+        """Raise ConfigError if ``table`` lacks the configured index (or it is not unique).
+
+        A ``columns`` rule refuses only a generated column: a table without some (or any) of the
+        columns is dispatched by the ones it has (or to partition 0).
+        """
         name = f"{table.schema}.{table.table}"
         if self.kind == "index-value" and self.index:
             ix = self._find_index(table)
@@ -249,14 +256,11 @@ class PartitionDispatcher:
         return None
 
     def _column_offsets(self, table: TableInfo) -> list[int]:
+        """Positions of the configured columns the table has (seed 002: the missing ones are skipped)."""
         offsets: list[int] = []
         for name in self.columns:
             if not table.has_column(name):
-                raise DispatchError(
-                    f"columns not found when dispatch event, table: {table.schema}.{table.table}, "
-                    f"columns: {list(self.columns)!r}, column: {name.lower()!r}; "
-                    f"the table has {list(table.column_names)!r}"
-                )
+                continue
             pos = table.index_of(name)
             if table.columns[pos].generated:
                 raise DispatchError(
@@ -310,6 +314,8 @@ class PartitionDispatcher:
                     f"{row.schema}.{row.table}: the topic has {num_partitions} partition(s)"
                 )
             return self.fixed
+        if kind == "columns" and not self._plan(row, table).columns:
+            return 0  # none of the columns is in this table (seed 002; TiCDC refuses the table)
         return self.hash_row(row, table) % num_partitions
 
     def hash_row(self, row: RowChange, table: TableInfo) -> int:

@@ -15,6 +15,7 @@ lock, SQLite ``BEGIN IMMEDIATE``), so each migration runs exactly once.
 from __future__ import annotations
 
 import logging
+import re
 import time
 import uuid
 from collections.abc import Callable
@@ -22,7 +23,14 @@ from collections.abc import Callable
 from sqlalchemy import Connection, Engine, select, text, update
 
 from sparkcdc.errors import ConfigError
-from sparkcdc.meta.tables import changefeeds, meta_info, metadata, schema_migrations, snapshot_done
+from sparkcdc.meta.tables import (
+    changefeeds,
+    meta_info,
+    metadata,
+    schema_migrations,
+    snapshot_done,
+    subscription_key,
+)
 
 log = logging.getLogger(__name__)
 
@@ -44,11 +52,56 @@ def _identities(conn: Connection) -> None:
         conn.execute(update(changefeeds).where(c.namespace == ns, c.id == cid).values(uid=str(uuid.uuid4())))
 
 
+_ONE_TABLE = re.compile(r"`((?:[^`]|``)+)`\.`((?:[^`]|``)+)`")
+"""The filter rule of a subscription (``server.service.subscription_rule``)."""
+
+
+def _subscriptions(conn: Connection) -> None:
+    """A subscriber's name is unique per (namespace, schema, table), no longer across the database.
+
+    Version 2's ``subscriber_name`` was unique on its own, and SQLite cannot drop that constraint in
+    place: the names move to ``subscriber`` beside the table each subscribes to (read from its
+    one-table filter rule), and the old column stays behind, empty.
+    """
+    for column in ("subscriber", "subscribed_schema", "subscribed_table"):
+        conn.execute(text(f"ALTER TABLE changefeeds ADD COLUMN {column} VARCHAR(255)"))
+    rows = conn.execute(
+        text(
+            "SELECT namespace, id, subscriber_name, config FROM changefeeds WHERE subscriber_name IS NOT NULL"
+        )
+    ).all()
+    c = changefeeds.c
+    for ns, cid, name, config in rows:
+        schema, table = subscribed_of(config)
+        conn.execute(
+            update(changefeeds)
+            .where(c.namespace == ns, c.id == cid)
+            .values(subscriber=name, subscribed_schema=schema, subscribed_table=table)
+        )
+    conn.execute(text("UPDATE changefeeds SET subscriber_name = NULL"))
+    subscription_key.create(conn)
+
+
+def subscribed_of(config: object) -> tuple[str, str]:
+    """The (schema, table) a stored config's one-table filter rule selects, else ("", "")."""
+    if isinstance(config, str):
+        import json
+
+        config = json.loads(config)
+    rules = ((config or {}).get("filter") or {}).get("rules") if isinstance(config, dict) else None
+    if isinstance(rules, list) and len(rules) == 1 and isinstance(rules[0], str):
+        m = _ONE_TABLE.fullmatch(rules[0])
+        if m is not None:
+            return m.group(1).replace("``", "`"), m.group(2).replace("``", "`")
+    return "", ""
+
+
 Migration = tuple[int, str, Callable[[Connection], None]]
 
 MIGRATIONS: list[Migration] = [
     (1, "initial: changefeeds, range_progress, schema_history, servers", _create_tables),
     (2, "identities: changefeeds.uid, snapshot_done, meta_info", _identities),
+    (3, "subscriptions: a subscriber name is unique per namespace, schema and table", _subscriptions),
 ]
 """Every migration in order; append only."""
 

@@ -78,6 +78,8 @@ class NewChangefeed:
     start_ts: int | None = None
     target_ts: int | None = None
     subscriber_name: str | None = None
+    subscribed_table: tuple[str, str] | None = None
+    """(schema, table) of a subscription: its subscriber name is unique per table (None: no table)."""
 
 
 @dataclass(frozen=True)

@@ -266,10 +266,15 @@ class MetaStore:
                 conn.execute(delete(changefeeds).where(_cf_key(new.namespace, new.id)))
                 # The new changefeed starts afresh: nothing of the removed one's snapshot carries over.
                 self._delete_progress(conn, new.namespace, new.id)
+            schema, table = new.subscribed_table or ("", "")
             if new.subscriber_name is not None:
+                c = changefeeds.c
                 holder = conn.execute(
-                    select(changefeeds.c.namespace, changefeeds.c.id).where(
-                        changefeeds.c.subscriber_name == new.subscriber_name
+                    select(c.namespace, c.id).where(
+                        c.namespace == new.namespace,
+                        c.subscribed_schema == schema,
+                        c.subscribed_table == table,
+                        c.subscriber == new.subscriber_name,
                     )
                 ).first()
                 if holder is not None:
@@ -297,7 +302,9 @@ class MetaStore:
                         target_ts=new.target_ts,
                         checkpoint_ts=start,
                         resolved_ts=start,
-                        subscriber_name=new.subscriber_name,
+                        subscriber=new.subscriber_name,
+                        subscribed_schema=schema if new.subscriber_name is not None else None,
+                        subscribed_table=table if new.subscriber_name is not None else None,
                         stats=None,
                         created_at=now,
                         updated_at=now,
@@ -442,6 +449,10 @@ class MetaStore:
 
     def _cas(self, conn: Connection, expected: ChangefeedInfo, cond: Any, values: dict[str, Any]) -> None:
         values = {**values, "version": changefeeds.c.version + 1, "updated_at": self._now(conn)}
+        if "subscriber_name" in values:  # the model's name of the ``subscriber`` column
+            values["subscriber"] = values.pop("subscriber_name")
+            if values["subscriber"] is None:
+                values["subscribed_schema"] = values["subscribed_table"] = None
         res = conn.execute(
             update(changefeeds).where(_cf_key(expected.namespace, expected.id), cond).values(**values)
         )
@@ -795,7 +806,7 @@ def _to_info(r: Any) -> ChangefeedInfo:
         target_ts=None if r["target_ts"] is None else int(r["target_ts"]),
         checkpoint_ts=int(r["checkpoint_ts"]),
         resolved_ts=int(r["resolved_ts"]),
-        subscriber_name=r["subscriber_name"],
+        subscriber_name=r["subscriber"],
         stats=dict(r["stats"] or {}),
         created_at=float(r["created_at"]),
         updated_at=float(r["updated_at"]),

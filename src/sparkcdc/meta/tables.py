@@ -10,6 +10,7 @@ from sqlalchemy import (
     BigInteger,
     Column,
     Double,
+    Index,
     Integer,
     MetaData,
     String,
@@ -46,7 +47,12 @@ changefeeds = Table(
     Column("target_ts", BigInteger, nullable=True),
     Column("checkpoint_ts", BigInteger, nullable=False),
     Column("resolved_ts", BigInteger, nullable=False),
-    Column("subscriber_name", String(255), nullable=True, unique=True),
+    # A subscription (seed 003's ``subscribe`` row): its subscriber's name is unique per subscribed
+    # table (the index below), not across the meta database. Empty schema and table: a subscriber
+    # of a changefeed that names no table (then its name is unique among those).
+    Column("subscriber", String(255), nullable=True),
+    Column("subscribed_schema", String(255), nullable=True),
+    Column("subscribed_table", String(255), nullable=True),
     Column("stats", JSON(none_as_null=True), nullable=True),
     Column("created_at", Double, nullable=False),
     Column("updated_at", Double, nullable=False),
@@ -54,6 +60,16 @@ changefeeds = Table(
     # re-created changefeed with the same id, or one of another meta database, never adopts that state.
     Column("uid", String(64), nullable=True),
 )
+
+subscription_key = Index(
+    "changefeeds_subscription",
+    changefeeds.c.namespace,
+    changefeeds.c.subscribed_schema,
+    changefeeds.c.subscribed_table,
+    changefeeds.c.subscriber,
+    unique=True,
+)
+"""One changefeed per subscriber and table (rows without a subscriber hold NULLs and never collide)."""
 
 range_progress = Table(
     "range_progress",

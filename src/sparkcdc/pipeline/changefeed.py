@@ -15,6 +15,7 @@ import shutil
 import tempfile
 import threading
 import time
+import uuid
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -28,6 +29,7 @@ from sparkcdc.errors import SparkCdcError
 from sparkcdc.event_filter import rule_specs
 from sparkcdc.filter import changefeed_filter
 from sparkcdc.model.ts import physical_ms
+from sparkcdc.pipeline.backlog import BacklogProbe, backlog_of
 from sparkcdc.pipeline.plan import SourceSpec
 from sparkcdc.pipeline.source import SEGMENTS_DIR_OPTION
 from sparkcdc.pipeline.spark import release_planner_workers
@@ -40,7 +42,7 @@ from sparkcdc.pipeline.state import (
 )
 from sparkcdc.pipeline.writer import BatchResult, BatchWriter
 from sparkcdc.sink import create_sink
-from sparkcdc.sink.base import Sink
+from sparkcdc.sink.base import Sink, batch_trigger
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +98,14 @@ class Progress:
     """The offset after the last committed batch (JSON form): a resume that starts there gives every
     later transaction the commit_ts this run gives it, where a resume from ``checkpoint_ts`` alone
     may not (a raised chain state, see ARCHITECTURE's resolved ts)."""
+    backlog_done_bytes: int = 0
+    """Binlog bytes from this run's start offset to the end of the last committed batch."""
+    backlog_total_bytes: int | None = None
+    """Binlog bytes from this run's start offset to the head (or the target-ts offset); None: not known yet."""
+    run_id: str = ""
+    """This run of the changefeed (a new one after every restart): ``row_tally`` counts from its start."""
+    row_tally: dict[tuple[str, str, str], tuple[int, int]] = field(default_factory=dict)
+    """Rows and binlog bytes by (schema, table, op) of every batch this run committed."""
 
 
 class RunningChangefeed:
@@ -119,6 +129,9 @@ class RunningChangefeed:
         self.last_end: Offset = start
         self.rows_total = 0
         self.batches = 0
+        self.run_id = uuid.uuid4().hex
+        self._tally: dict[tuple[str, str, str], tuple[int, int]] = {}
+        self._probe = BacklogProbe(up, spec.target_ts)
         self._window: deque[tuple[float, int]] = deque(maxlen=50)
         self._finished = threading.Event()
         self._stopped = threading.Event()
@@ -130,6 +143,8 @@ class RunningChangefeed:
         self._saved: tuple[int, Offset, int] | None = None
         """What ``checkpoint.json`` holds (written by this run)."""
         self._load_checkpoint()
+        self.run_start: Offset = self.last_end
+        """Where this run's query starts reading: the backlog counts from here."""
 
     def _load_checkpoint(self) -> None:
         d = self.state.read_json("checkpoint.json")
@@ -171,6 +186,9 @@ class RunningChangefeed:
             self.last_end = Offset.from_json(res.end)
             self.rows_total += res.rows
             self.batches += 1
+            for key, (rows, size) in res.tables.items():
+                r0, s0 = self._tally.get(key, (0, 0))
+                self._tally[key] = (r0 + rows, s0 + size)
             self._window.append((time.monotonic(), self.rows_total))
             self._save_checkpoint()
         log.debug(
@@ -194,6 +212,10 @@ class RunningChangefeed:
                 now = time.monotonic()
                 rate = (r1 - r0) / max(now - t0, 1e-6) if now - t1 < 5 else 0.0
             lag = 0.0 if self._caught_up else max(0.0, time.time() - physical_ms(self.checkpoint_ts) / 1000.0)
+            start, end = self.run_start, self.last_end
+            backlog = backlog_of(
+                self._probe.files, (start.file, start.pos), (end.file, end.pos), self._probe.goal
+            )
             return Progress(
                 self.checkpoint_ts,
                 self.checkpoint_ts,
@@ -203,6 +225,10 @@ class RunningChangefeed:
                 self.batches,
                 self._caught_up,
                 checkpoint_end=self.last_end.to_json(),
+                backlog_done_bytes=backlog.done if backlog is not None else 0,
+                backlog_total_bytes=backlog.total if backlog is not None else None,
+                run_id=self.run_id,
+                row_tally=dict(self._tally),
             )
 
     def _report(self, batch: BatchResult | None = None) -> None:
@@ -218,9 +244,23 @@ class RunningChangefeed:
         from sparkcdc.capture.reader import Scanner
 
         scanner = Scanner(self.up)
+        try:
+            self._watch(scanner)
+        finally:
+            self._probe.close()
+
+    def _probe_backlog(self) -> None:
+        try:
+            self._probe.probe()
+        except SparkCdcError as err:
+            log.warning("binlog size probe failed: %s", err.message)
+
+    def _watch(self, scanner: Any) -> None:
+        self._probe_backlog()
         while not self._stopped.wait(1.0):
             if self.query is not None and not self.query.isActive:
                 break
+            self._probe_backlog()
             try:
                 scan = scanner.scan(self.last_end, max_bytes=1)
                 try:
@@ -454,7 +494,7 @@ def start_changefeed(
         df.writeStream.foreachBatch(_released_first(writer, spark) if release_planners else writer)
         .option("checkpointLocation", spark_checkpoint)
         .queryName(f"sparkcdc-{spec.changefeed_id}")
-        .trigger(processingTime=spec.trigger_interval)
+        .trigger(processingTime=batch_trigger(spec.trigger_interval, sink.batch_interval))
         .start()
     )
     log.debug("streaming query started in %.2fs", time.monotonic() - t_query)

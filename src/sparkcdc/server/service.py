@@ -22,6 +22,7 @@ from sparkcdc.errors import (
 )
 from sparkcdc.filter import TableFilter
 from sparkcdc.meta import ChangefeedInfo, ChangefeedState, MetaStore, NewChangefeed
+from sparkcdc.meta.migrations import subscribed_of
 from sparkcdc.model.ts import physical_ms
 from sparkcdc.server.redact import redact_config, scrub
 
@@ -209,9 +210,11 @@ class ChangefeedService:
         if not isinstance(raw_config, dict):
             raise invalid_param(f"replica_config must be an object, got {type(raw_config).__name__}")
         database, table = body.get("database"), body.get("table")
+        subscribed: tuple[str, str] | None = None
         if database is not None or table is not None:
             raw_config = self._subscription_config(raw_config, database, table)
-        self._refuse_taken(namespace, cf_id, subscriber)
+            subscribed = (str(database), str(table))
+        self._refuse_taken(namespace, cf_id, subscriber, subscribed)
         upstream_uri = body.get("upstream_uri")
         sink_uri = body.get("sink_uri")
         config = self.build_config(raw_config, sink_uri, cf_id, upstream_uri)  # type: ignore[arg-type]
@@ -235,10 +238,13 @@ class ChangefeedService:
                 start_ts=start_ts,
                 target_ts=target_ts,
                 subscriber_name=subscriber,
+                subscribed_table=subscribed,
             )
         )
 
-    def _refuse_taken(self, namespace: str, cf_id: str, subscriber: str | None) -> None:
+    def _refuse_taken(
+        self, namespace: str, cf_id: str, subscriber: str | None, subscribed: tuple[str, str] | None
+    ) -> None:
         # Cheap early answers before reaching the sink and the upstream; the insert re-checks atomically.
         try:
             cf = self.store.get_changefeed(cf_id, namespace)
@@ -250,8 +256,9 @@ class ChangefeedService:
                 "choose another --changefeed-id or remove it first"
             )
         if subscriber is not None:
-            for cf in self.store.list_changefeeds():
-                if cf.subscriber_name == subscriber:
+            # Seed 003's subscribe key: a name is taken per (namespace, database, table).
+            for cf in self.store.list_changefeeds(namespace=namespace):
+                if cf.subscriber_name == subscriber and subscribed_of(cf.config) == (subscribed or ("", "")):
                     raise ChangefeedExists(
                         f"subscriber {subscriber!r} already has changefeed {cf.id!r} (namespace {cf.namespace!r}); "
                         "use another subscriber name or remove that changefeed"

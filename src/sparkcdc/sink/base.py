@@ -27,6 +27,7 @@ A retried batch calls these again with the same rows (at-least-once).
 
 from __future__ import annotations
 
+import re
 import zlib
 from abc import ABC, abstractmethod
 from collections.abc import Callable
@@ -102,6 +103,11 @@ class Sink(ABC):
         """How many route groups (Spark writer tasks) a batch is split into."""
         return 1
 
+    @property
+    def batch_interval(self) -> float | None:
+        """Seconds the sink wants at least between micro-batches (None: the changefeed's trigger)."""
+        return None
+
     def route(self, row: RowChange, table: TableInfo) -> int:
         """The route group of a row; by default every row of a table goes to the same group."""
         return table_route(row.schema, row.table, self.num_writers)
@@ -125,6 +131,29 @@ class Sink(ABC):
     def close(self) -> None:
         """Driver: release resources at shutdown."""
         return None
+
+
+_SPARK_UNITS = {
+    "microsecond": 1e-6,
+    "millisecond": 1e-3,
+    "second": 1.0,
+    "minute": 60.0,
+    "hour": 3600.0,
+    "day": 86400.0,
+}
+_SPARK_PART = re.compile(
+    r"(\d+(?:\.\d+)?)\s*(microsecond|millisecond|second|minute|hour|day)s?", re.IGNORECASE
+)
+
+
+def batch_trigger(trigger_interval: str, sink_interval: float | None) -> str:
+    """The Spark trigger interval: ``trigger_interval``, or the sink's ``batch_interval`` if longer."""
+    if sink_interval is None:
+        return trigger_interval
+    given = sum(float(n) * _SPARK_UNITS[u.lower()] for n, u in _SPARK_PART.findall(trigger_interval))
+    if given >= sink_interval:
+        return trigger_interval
+    return f"{round(sink_interval * 1000)} milliseconds"
 
 
 def table_route(schema: str, table: str, n: int) -> int:

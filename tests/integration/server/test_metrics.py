@@ -272,3 +272,45 @@ def test_run_serves_metrics_draws_a_bar_and_logs_json(upstream: LocalMariaDB, tm
     assert started_record["changefeed"] == "run-metrics" and started_record["level"] == "info"
     assert {"time", "logger"} <= set(started_record)
     assert rc == 128 + signal.SIGTERM, stderr_path.read_text()[-3000:]
+
+
+def test_rows_of_the_first_batch_are_counted_once(upstream: LocalMariaDB, tmp_path: Path) -> None:
+    """2 rows right after create (the first batch), 3 later: the counter says 5, as the stats do."""
+    server = ServerProc(f"sqlite:///{tmp_path / 'meta.db'}", tmp_path, token=TOKEN, lease=5).start()
+    url = f"{server.url}/metrics"
+    upstream.execute(f"DELETE FROM {DB}.runs WHERE id >= 5000")
+    try:
+        with server.client() as c:
+            c.create_changefeed(
+                {
+                    "changefeed_id": "first-batch",
+                    "upstream_uri": upstream.uri,
+                    "sink_uri": f"file://{tmp_path / 'out'}?protocol=csv",
+                    "replica_config": {"filter": {"rules": [f"{DB}.runs"]}},
+                }
+            )
+        upstream.execute(f"INSERT INTO {DB}.runs VALUES (5000, 'a'), (5001, 'b')")
+
+        def counted(n: int) -> float | None:
+            got = rows(scrape(url, TOKEN), "first-batch", "runs", "insert")
+            done = status_of(server, "first-batch")["stats"].get("rows_total", 0) >= n
+            return got if done and got >= n else None
+
+        wait_until(
+            lambda: counted(2), timeout=240, interval=0.5, what="the first batch", on_timeout=server.log
+        )
+        upstream.execute(f"INSERT INTO {DB}.runs VALUES (5002, 'c'), (5003, 'd'), (5004, 'e')")
+        wait_until(
+            lambda: counted(5), timeout=120, interval=0.5, what="the later rows", on_timeout=server.log
+        )
+        # a second's worth of periodic reports later, still exactly once
+        wait_until(
+            lambda: status_of(server, "first-batch")["stats"].get("lag_s") is not None,
+            timeout=30,
+            what="a periodic report",
+        )
+        assert rows(scrape(url, TOKEN), "first-batch", "runs", "insert") == 5
+        assert status_of(server, "first-batch")["stats"]["rows_total"] == 5
+    finally:
+        rc = server.stop()
+    assert rc == 0, server.log()[-3000:]

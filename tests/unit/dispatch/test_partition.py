@@ -149,9 +149,6 @@ def test_columns_literal_partitions() -> None:
     # tiflow partition/columns_test.go: col1=22, col2=11, col3=33, 16 partitions
     t = table("test", "t1", ["col1", "col2", "col3"])
     row = insert(t, 22, 11, 33)
-    with pytest.raises(DispatchError, match="columns not found when dispatch event") as info:
-        PartitionDispatcher("columns", columns=["col-2", "col-not-found"]).partition(row, t, 16)
-    assert "test.t1" in str(info.value)
     assert PartitionDispatcher("columns", columns=["col2", "col1"]).partition(row, t, 16) == 15
     # listed names match case-insensitively
     assert PartitionDispatcher("columns", columns=["COL2", "Col1"]).partition(row, t, 16) == 15
@@ -164,6 +161,26 @@ def test_columns_literal_partitions() -> None:
         == 5
     )
     assert (crc(b"test", b"t1") ^ crc(b"COL2", b"11") ^ crc(b"Col1", b"22")) % 16 == 5
+
+
+def test_columns_missing_from_the_table_are_skipped() -> None:
+    """Seed 002: only the columns the table has are hashed; with none of them, partition 0."""
+    t = table("test", "t1", ["col1", "col2", "col3"])
+    row = insert(t, 22, 11, 33)
+    partial = PartitionDispatcher("columns", columns=["col2", "col-not-found", "col1"])
+    assert partial.hash_row(row, t) == crc(b"test", b"t1") ^ crc(b"col2", b"11") ^ crc(b"col1", b"22")
+    assert partial.partition(row, t, 16) == 15  # the same as [col2, col1] above
+    one = PartitionDispatcher("[nope, col3]")
+    assert one.partition(row, t, 7) == (crc(b"test", b"t1") ^ crc(b"col3", b"33")) % 7
+    none = PartitionDispatcher("[col-2, col-not-found]")
+    assert crc(b"test", b"t1") % 16 != 0  # so partition 0 below is not the table hash by chance
+    for n in (1, 3, 16):
+        assert none.partition(row, t, n) == 0
+    delete = RowChange("D", "test", "t1", 1, 5, (22, 11, 33), None)
+    assert none.partition(delete, t, 16) == 0
+    # another table of the same rule that has the columns is hashed by them
+    other = table("test", "t2", ["col-2", "x"])
+    assert none.partition(insert(other, 5, 6), other, 16) == (crc(b"test", b"t2") ^ crc(b"col-2", b"5")) % 16
 
 
 def test_bracket_form_is_columns() -> None:
@@ -324,8 +341,9 @@ def test_verify_table() -> None:
     with pytest.raises(ConfigError, match="index is not unique when verify the table"):
         PartitionDispatcher("index-value", index="k").verify_table(t)
     PartitionDispatcher("[ID, a]").verify_table(t)
-    with pytest.raises(ConfigError, match="columns not found when verify the table"):
-        PartitionDispatcher("[id, zz]").verify_table(t)
+    # a table without some (or all) of the columns is dispatched by the ones it has (seed 002)
+    PartitionDispatcher("[id, zz]").verify_table(t)
+    PartitionDispatcher("[yy, zz]").verify_table(t)
     with pytest.raises(ConfigError, match="found virtual generated columns when verify the table"):
         PartitionDispatcher("[g]").verify_table(t)
 
@@ -355,3 +373,28 @@ def test_pickle_round_trip() -> None:
         e = pickle.loads(pickle.dumps(d))
         assert e.kind == d.kind and e.columns == d.columns and e.fixed == d.fixed
         assert e.partition(row, t, 16) == d.partition(row, t, 16)
+
+
+def test_router_with_a_columns_rule_routes_tables_missing_the_columns() -> None:
+    """``[[sink.dispatchers]] partition = "[c1, c2]"`` from TOML: verified and routed, never refused."""
+    from sparkcdc.config.replica import ReplicaConfig
+    from sparkcdc.dispatch.router import EventRouter
+
+    cfg = ReplicaConfig.from_toml(
+        '[sink]\n[[sink.dispatchers]]\nmatcher = ["shop.*"]\ntopic = "cdc"\npartition = "[c1, c2]"\n'
+    )
+    router = EventRouter(cfg, "cdc", "canal-json")
+    both = table("shop", "both", ["id", "c1", "c2"], pk=("id",))
+    half = table("shop", "half", ["id", "c2"], pk=("id",))
+    none = table("shop", "none", ["id", "v"], pk=("id",))
+    router.verify(6, [both, half, none])
+    counts = {"cdc": 6}.__getitem__
+    assert router.route(insert(both, 1, 7, 8), both, counts) == (
+        "cdc",
+        (crc(b"shop", b"both") ^ crc(b"c1", b"7") ^ crc(b"c2", b"8")) % 6,
+    )
+    assert router.route(insert(half, 1, 8), half, counts) == (
+        "cdc",
+        (crc(b"shop", b"half") ^ crc(b"c2", b"8")) % 6,
+    )
+    assert {router.route(insert(none, i, "x"), none, counts)[1] for i in range(20)} == {0}

@@ -40,7 +40,7 @@ def test_every_parameter_is_read() -> None:
         "protocol=canal-json&partition-num=6&replication-factor=2&kafka-version=3.6.1&max-message-bytes=4096"
         "&max-retry=3&compression=ZSTD&kafka-client-id=my.client&auto-create-topic=false&dial-timeout=3s"
         "&read-timeout=1m&write-timeout=1500ms&required-acks=1&sasl-user=u&sasl-password=p"
-        "&sasl-mechanism=scram-sha-512&enable-tidb-extension=true&max-batch-size=8"
+        "&sasl-mechanism=scram-sha-512&enable-tidb-extension=true&max-batch-size=1"
         "&only-output-updated-columns=true&content-compatible=false&transaction-atomicity=none"
     )
     assert (o.partition_num, o.replication_factor, o.kafka_version) == (6, 2, "3.6.1")
@@ -48,7 +48,7 @@ def test_every_parameter_is_read() -> None:
     assert (o.client_id, o.auto_create_topic, o.required_acks) == ("my.client", False, 1)
     assert (o.dial_timeout, o.read_timeout, o.write_timeout) == (3.0, 60.0, 1.5)
     assert (o.sasl_user, o.sasl_password, o.sasl_mechanism) == ("u", "p", "SCRAM-SHA-512")
-    assert o.enable_tidb_extension and o.max_batch_size == 8
+    assert o.enable_tidb_extension
     assert o.only_output_updated_columns is True and o.content_compatible is False
     conf = o.producer_config()
     assert conf["acks"] == "1"
@@ -58,6 +58,7 @@ def test_every_parameter_is_read() -> None:
     assert conf["sasl.mechanism"] == "SCRAM-SHA-512"
     assert conf["sasl.username"] == "u" and conf["sasl.password"] == "p"
     assert conf["socket.connection.setup.timeout.ms"] == 3000
+    assert conf["broker.version.fallback"] == "3.6.1"  # kafka-version
     # acks=1: no idempotence, so one request in flight keeps each partition's order across retries
     assert conf["enable.idempotence"] is False and conf["max.in.flight.requests.per.connection"] == 1
     assert conf["retries"] == 3
@@ -166,7 +167,7 @@ def test_unsupported_protocols_name_the_supported_ones() -> None:
     assert sorted(KAFKA_PROTOCOLS) == ["avro", "canal-json"]
     with pytest.raises(SinkURIError) as exc:
         KafkaSink(f"{BASE}?protocol=maxwell", ReplicaConfig())
-    assert "protocol 'maxwell' is a TiCDC protocol but is not supported yet" in str(exc.value)
+    assert "protocol 'maxwell' is accepted by TiCDC, not supported by sparkcdc" in str(exc.value)
     assert "use one of: avro, canal-json" in str(exc.value)
     with pytest.raises(SinkURIError, match="use one of: avro, canal-json"):
         check_supported("open-protocol")

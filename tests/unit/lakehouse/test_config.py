@@ -10,6 +10,8 @@ from sparkcdc.config.replica import ReplicaConfig
 from sparkcdc.errors import SinkURIError
 from sparkcdc.sink import SINKS, create_sink
 from sparkcdc.sink.lakehouse.config import LakehouseSettings
+from sparkcdc.sink.lakehouse.iceberg import IcebergFormat
+from sparkcdc.sink.lakehouse.sink import make_format
 
 
 def settings(uri: str) -> LakehouseSettings:
@@ -29,6 +31,7 @@ def test_iceberg_defaults_keep_a_sqlite_catalog_in_the_warehouse() -> None:
         "default",
     )
     assert s.catalog_uri == "sqlite:////tmp/wh/sparkcdc-catalog.db"
+    assert s.catalog_name == "sparkcdc"
     assert s.root_uri == "file:///tmp/wh"
 
 
@@ -42,6 +45,22 @@ def test_iceberg_catalog_uri_and_options() -> None:
         "cdc",
         "t_{table}",
     )
+
+
+@pytest.mark.parametrize("name", ["lake", "my_lake-2", "_x", "L" * 255])
+def test_iceberg_catalog_name(name: str) -> None:
+    s = settings(f"iceberg:///tmp/wh?catalog-uri=sqlite:////tmp/c.db&catalog-name={name}")
+    assert s.catalog_name == name
+    fmt = make_format(s)
+    assert isinstance(fmt, IcebergFormat) and fmt.catalog_name == name
+
+
+@pytest.mark.parametrize("name", ["", "my lake", "lake.prod", "2lake", "-lake", "lak%C3%A9", "L" * 256])
+def test_iceberg_catalog_name_refused(name: str) -> None:
+    with pytest.raises(SinkURIError) as err:
+        settings(f"iceberg:///tmp/wh?catalog-name={name}")
+    assert "invalid catalog-name" in str(err.value)
+    assert "letters, digits, _ and - starting with a letter or _, at most 255 characters" in str(err.value)
 
 
 def test_delta_root_and_s3() -> None:
@@ -59,6 +78,7 @@ def test_delta_root_and_s3() -> None:
     [
         ("delta:///tmp/r?bogus=1", r"unknown sink URI parameter\(s\) 'bogus'.*supported: .*mode"),
         ("delta:///tmp/r?catalog-uri=sqlite:////x.db", r"unknown sink URI parameter\(s\) 'catalog-uri'"),
+        ("delta:///tmp/r?catalog-name=lake", r"unknown sink URI parameter\(s\) 'catalog-name'"),
         ("iceberg:///tmp/r?mode=merge", r"mode.*'merge'.*upsert.*changelog"),
         ("iceberg:///tmp/r?table-name={db}_{table}", r"unknown placeholder\(s\) \{db\}"),
         ("iceberg:///tmp/r?table-name=fixed", r"table-name"),

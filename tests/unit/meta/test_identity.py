@@ -77,7 +77,7 @@ def test_migration_2_gives_existing_changefeeds_an_identity(tmp_path: Path) -> N
     uids = [cf.uid for cf in store.list_changefeeds()]
     assert len(set(uids)) == 2 and all(uuid.UUID(u) for u in uids)
     with store.engine.connect() as conn:
-        assert sorted(conn.execute(select(schema_migrations.c.version)).scalars()) == [1, 2]
+        assert sorted(conn.execute(select(schema_migrations.c.version)).scalars()) == [1, 2, 3]
         # the column is there for new rows too
         conn.execute(
             insert(changefeeds).values(

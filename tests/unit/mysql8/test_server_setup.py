@@ -206,3 +206,43 @@ def test_mysql_grants(grants: str, missing: str) -> None:
         "GRANT BACKUP_ADMIN ON *.* TO `CDC`@`%`",
         up,
     )
+
+
+@pytest.mark.parametrize(
+    ("grants", "lacks", "fix"),
+    [
+        ("GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO `cdc`@`%`", "SELECT", "SELECT"),
+        (
+            "GRANT REPLICATION CLIENT ON *.* TO `cdc`@`%`",
+            "REPLICATION SLAVE, SELECT",
+            "REPLICATION SLAVE, SELECT",
+        ),
+        # a role grant or WITH GRANT OPTION is no SELECT
+        (
+            "GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO `cdc`@`%` WITH GRANT OPTION GRANT `r` TO `cdc`@`%`",
+            "SELECT",
+            "SELECT",
+        ),
+    ],
+)
+def test_a_user_without_select_is_refused_naming_it(grants: str, lacks: str, fix: str) -> None:
+    up = UpstreamConfig("db", 3306, "cdc", "x")
+    with pytest.raises(UpstreamSetupError) as exc:
+        check_privileges(grants.upper(), up)
+    assert (
+        str(exc.value) == f"user 'cdc' on upstream db:3306 lacks {lacks}; run GRANT {fix} ON *.* TO 'cdc'@'%'"
+    )
+
+
+@pytest.mark.parametrize(
+    "select",
+    [
+        "GRANT SELECT ON `shop`.* TO `cdc`@`%`",
+        "GRANT SELECT (`a`, `b`) ON `shop`.`t` TO `cdc`@`%`",
+        "GRANT ALL PRIVILEGES ON `shop`.* TO `cdc`@`%`",
+        "GRANT INSERT, SELECT ON `shop`.* TO `cdc`@`%`",
+    ],
+)
+def test_select_on_a_database_or_columns_is_enough(select: str) -> None:
+    grants = f"GRANT REPLICATION SLAVE, REPLICATION CLIENT, PROCESS ON *.* TO `cdc`@`%` {select}"
+    check_privileges(grants.upper(), UpstreamConfig("db", 3306, "cdc", "x"))

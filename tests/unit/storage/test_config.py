@@ -18,7 +18,7 @@ def settings(uri: str, toml: str = "") -> StorageSettings:
 
 def test_defaults() -> None:
     s = settings("file:///tmp/x?protocol=csv")
-    assert (s.worker_count, s.flush_interval, s.file_size) == (16, 5.0, 64 * 1024 * 1024)
+    assert (s.worker_count, s.flush_interval, s.file_size) == (16, None, 64 * 1024 * 1024)
     assert (s.file_index_width, s.date_separator, s.extension) == (20, "day", ".csv")
     assert s.backend.scheme == "file" and s.backend.root == "/tmp/x"
     assert settings("file:///tmp/x?protocol=canal-json").extension == ".json"

@@ -72,4 +72,4 @@ def test_consumer_cli_refuses_unknown_scheme(capsys: pytest.CaptureFixture[str])
         ["consumer", "--upstream-uri", "ftp://x/y", "--downstream-uri", "mysql://root@127.0.0.1:1/", "--once"]
     )
     assert rc == 2
-    assert "unsupported --upstream-uri scheme 'ftp'" in capsys.readouterr().err
+    assert "--upstream-uri scheme 'ftp' is not supported by sparkcdc; use one of" in capsys.readouterr().err

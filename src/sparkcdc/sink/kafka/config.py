@@ -14,7 +14,8 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from sparkcdc.config.options import Kind, Option, OptionTable, Resolved, resolve
+from sparkcdc.config.options import Kind, Option, OptionTable, Resolved, not_supported, resolve
+from sparkcdc.config.replica import MAX_BATCH_SIZE_WHY
 from sparkcdc.config.uri import ParsedURI, redact_uri
 from sparkcdc.errors import ConfigError, SinkURIError
 
@@ -168,7 +169,9 @@ OPTIONS = OptionTable(
     _text("key", secret=True),
     Option("insecure-skip-verify", Kind.BOOL, False, toml=_KC + "insecure-skip-verify"),
     Option("enable-tidb-extension", Kind.BOOL, False, toml=_CODEC + "enable-tidb-extension"),
-    Option("max-batch-size", Kind.INT, 16, toml=_CODEC + "max-batch-size", gt=0),
+    Option(
+        "max-batch-size", Kind.INT, 1, toml=_CODEC + "max-batch-size", gt=0, unsupported=MAX_BATCH_SIZE_WHY
+    ),
     Option("only-output-updated-columns", Kind.BOOL),
     Option("content-compatible", Kind.BOOL),
 )
@@ -245,7 +248,6 @@ class KafkaOptions:
     key: str = ""
     insecure_skip_verify: bool = False
     enable_tidb_extension: bool = False
-    max_batch_size: int = 16
     only_output_updated_columns: bool | None = None
     content_compatible: bool | None = None
     output_raw_change_event: bool = False
@@ -353,7 +355,6 @@ class KafkaOptions:
             key=o["key"] or "",
             insecure_skip_verify=o["insecure-skip-verify"] and enable_tls,
             enable_tidb_extension=o["enable-tidb-extension"],
-            max_batch_size=o["max-batch-size"],
             only_output_updated_columns=o["only-output-updated-columns"],
             content_compatible=o["content-compatible"],
             output_raw_change_event=config.sink.kafka_config.output_raw_change_event,
@@ -376,6 +377,9 @@ class KafkaOptions:
             # come back within ~2s once a broker is reachable again (librdkafka's default caps at 10s)
             "reconnect.backoff.ms": 100,
             "reconnect.backoff.max.ms": 2000,
+            # librdkafka asks each broker for its API versions; kafka-version is what it assumes of a
+            # broker that does not answer that request (TiCDC's client sets its protocol by it)
+            "broker.version.fallback": self.kafka_version,
             "logger": LIBRDKAFKA_LOG,
         }
         if self.sasl_mechanism:
@@ -529,9 +533,11 @@ def _large_message(config: ReplicaConfig, protocol: str, extension: bool) -> Lar
             f"allowed: {', '.join(LARGE_MESSAGE_COMPRESSIONS)}"
         )
     if compression != "none":
-        raise ConfigError(
-            f"large-message-handle-compression = {compression!r} is not supported yet by sparkcdc; "
-            'use "none" (Kafka\'s own compression setting still applies)'
+        raise not_supported(
+            f"large-message-handle-compression = {compression!r}",
+            "Kafka's own compression setting still applies",
+            fix='use "none"',
+            ticdc=True,
         )
     if option != "none":
         if protocol != "canal-json":

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from sparkcdc.codec.base import CodecOptions, Encoder, KeyValue, RowsEncoder, ValueEncoder
 from sparkcdc.codec.base import build_encoder as build_codec
+from sparkcdc.config.options import not_supported
 from sparkcdc.errors import ConfigError, SinkURIError
 from sparkcdc.sink.kafka.config import KNOWN_PROTOCOLS, KafkaOptions
 
@@ -112,11 +113,10 @@ class MessageEncoder:
 def check_supported(protocol: str) -> None:
     """Refuse a protocol the Kafka sink does not send, naming the supported ones."""
     if protocol not in KAFKA_PROTOCOLS:
-        known = "a TiCDC protocol" if protocol in KNOWN_PROTOCOLS else "not a known protocol"
-        raise SinkURIError(
-            f"protocol {protocol!r} is {known} but is not supported yet by the sparkcdc Kafka sink; "
-            f"use one of: {', '.join(KAFKA_PROTOCOLS)}"
-        )
+        fix = f"use one of: {', '.join(KAFKA_PROTOCOLS)}"
+        if protocol in KNOWN_PROTOCOLS:
+            raise not_supported(f"the Kafka sink's protocol {protocol!r}", fix=fix, ticdc=True, uri=True)
+        raise SinkURIError(f"protocol {protocol!r} is not a known protocol; {fix}")
 
 
 def build_encoder(options: KafkaOptions, config: ReplicaConfig) -> MessageEncoder:

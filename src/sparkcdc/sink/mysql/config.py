@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from sparkcdc.config.options import Kind, Option, OptionTable, Source, resolve
+from sparkcdc.config.options import Kind, Option, OptionTable, Source, not_supported, resolve
 from sparkcdc.config.replica import ReplicaConfig
 from sparkcdc.config.uri import ParsedURI, redact_uri
 from sparkcdc.errors import SinkURIError
@@ -122,8 +122,8 @@ def parse_mysql_sink(uri: str, config: ReplicaConfig) -> MySQLSinkSettings:
             "names, so remove it (mysql://user:password@host:port/)"
         )
     if "protocol" in p.params:
-        raise SinkURIError(
-            f"sink URI parameter 'protocol' is not supported by the MySQL sink (in {red!r}); remove it"
+        raise not_supported(
+            f"sink URI parameter 'protocol' (in {red!r})", "the MySQL sink writes SQL, not messages", uri=True
         )
     if config.sink.protocol:
         raise SinkURIError(

@@ -154,14 +154,18 @@ def _open(p: ConnParams, host: str, port: int, password: str, autocommit: bool) 
         charset="utf8mb4",
         autocommit=autocommit,
         connect_timeout=p.connect_timeout,
-        read_timeout=p.read_timeout,
+        # The handshake is bounded by the connect timeout too (a port that accepts and never
+        # answers); the statements afterwards by the read timeout.
+        read_timeout=min(p.connect_timeout, p.read_timeout) if p.read_timeout else p.connect_timeout,
         write_timeout=p.write_timeout,
         client_flag=CLIENT.MULTI_STATEMENTS if p.multi_statements else 0,
     )
     ctx = _ssl_context(p)
     if ctx is not None:
         kwargs["ssl"] = ctx
-    return pymysql.connect(**kwargs)
+    conn = pymysql.connect(**kwargs)
+    conn._read_timeout = p.read_timeout
+    return conn
 
 
 def _setup_session(conn: pymysql.Connection, p: ConnParams) -> None:

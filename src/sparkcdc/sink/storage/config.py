@@ -12,14 +12,13 @@ from dataclasses import dataclass
 from sparkcdc.config.options import MIB, Kind, Option, OptionTable, resolve
 from sparkcdc.config.replica import ReplicaConfig
 from sparkcdc.config.uri import ParsedURI, redact_uri
-from sparkcdc.errors import ConfigError, SinkURIError
+from sparkcdc.errors import SinkURIError
 from sparkcdc.sink.objectstore import StorageBackend
 from sparkcdc.sink.storage.layout import EXTENSIONS, check_date_separator, effective_index_width
 
 PROTOCOLS = ("csv", "canal-json")
 DEFAULT_WORKER_COUNT = 16
 MAX_WORKER_COUNT = 512
-DEFAULT_FLUSH_INTERVAL = 5.0
 MIN_FLUSH_INTERVAL = 2.0
 MAX_FLUSH_INTERVAL = 600.0
 DEFAULT_FILE_SIZE = 64 * MIB
@@ -40,11 +39,11 @@ OPTIONS = OptionTable(
     Option(
         "flush-interval",
         Kind.DURATION,
-        DEFAULT_FLUSH_INTERVAL,
+        None,
         toml="cloud-storage-config.flush-interval",
         ge=MIN_FLUSH_INTERVAL,
         le=MAX_FLUSH_INTERVAL,
-        help="how often buffered rows are written",
+        help="write a batch (and its files) at most this often; unset: every micro-batch",
     ),
     Option(
         "file-size",
@@ -67,7 +66,8 @@ class StorageSettings:
     backend: StorageBackend
     protocol: str
     worker_count: int = DEFAULT_WORKER_COUNT
-    flush_interval: float = DEFAULT_FLUSH_INTERVAL
+    flush_interval: float | None = None
+    """``flush-interval`` in seconds, when given: the changefeed's micro-batches are at least this far apart."""
     file_size: int = DEFAULT_FILE_SIZE
     file_index_width: int = 20
     date_separator: str = "day"
@@ -104,16 +104,6 @@ class StorageSettings:
         backend = StorageBackend.from_uri(p)
         p.reject_unknown()
         check_date_separator(config.sink.date_separator)
-        if cs.file_expiration_days < 0:
-            raise ConfigError(
-                f"invalid sink.cloud-storage-config.file-expiration-days {cs.file_expiration_days}: must be >= 0"
-            )
-        if cs.file_expiration_days > 0:
-            raise ConfigError(
-                f"sink.cloud-storage-config.file-expiration-days = {cs.file_expiration_days} is not "
-                "supported by sparkcdc yet; remove it (0 keeps every file) and expire files with a "
-                "bucket lifecycle rule instead"
-            )
         atomicity = config.sink.transaction_atomicity or "none"
         return cls(
             backend=backend,

@@ -65,8 +65,8 @@ class StorageSink(Sink):
         return self.settings.worker_count
 
     @property
-    def flush_interval(self) -> float:
-        """``flush-interval`` in seconds (the pipeline's trigger interval for this sink)."""
+    def batch_interval(self) -> float | None:
+        """``flush-interval`` in seconds when given: batches, so files, are cut at most this often."""
         return self.settings.flush_interval
 
     @property

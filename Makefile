@@ -2,13 +2,18 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: setup demo test unit lint typecheck bench
+.PHONY: setup setup-demo demo test unit lint typecheck bench
 
+## Everything: what the demo runs, plus the tests' apt packages and the dev extra.
 setup:
-	bash scripts/setup.sh
+	bash scripts/setup.sh all
 
-## Install what is needed, start a local MariaDB, write a sample workload and run a changefeed to CSV files.
-demo: setup
+## Only what the demo runs: MariaDB, Java 17, gcc + Python headers and the .venv (runtime packages).
+setup-demo:
+	bash scripts/setup.sh demo
+
+## Install what the demo runs, start a local MariaDB, write a sample workload and run a changefeed to CSV files.
+demo: setup-demo
 	$(PY) -m sparkcdc.demo
 
 ## The whole test suite (unit, integration, e2e) against real local services.

@@ -119,7 +119,29 @@ def compare_paths(
         for path in harness.PATHS:
             failures = cap.paths[path].error_text()
             out[path] = cap.problems(path, database) + ([failures] if failures else [])
+    if stats:
+        st = stats[0]
+        print(
+            f"seed {seed} through the paths: committed {st.committed} ({st.committed / st.seconds:.0f}/s), "
+            f"rolled back {st.rolled_back}, statements {st.statements}, ddls {st.ddls}, "
+            f"errors {dict(sorted(st.errors.items()))}, unexpected {len(st.unexpected)}; load {load()}",
+            flush=True,
+        )
     return out
+
+
+def _print_paths(seed: int, seconds: float, connections: int, features: frozenset[str]) -> int:
+    """Run ``compare_paths`` for one seed and print each path's result; 1 when any path differs."""
+    bad = 0
+    for path, problems in compare_paths(seed, seconds, connections=connections, features=features).items():
+        bad |= bool(problems)
+        print(
+            f"  {path}: {'equal' if not problems else f'{len(problems)} differences'}; load {load()}",
+            flush=True,
+        )
+        for line in problems[:5]:
+            print(f"    {line}")
+    return bad
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -132,6 +154,11 @@ def main(argv: list[str] | None = None) -> int:
         "--disable", default="", help=f"comma-separated forms to switch off, of {sorted(FEATURES)}"
     )
     ap.add_argument("--paths", action="store_true", help="also compare through sparkcdc's three paths")
+    ap.add_argument(
+        "--paths-only",
+        action="store_true",
+        help="compare through sparkcdc's three paths only (their oracle has its own native replica)",
+    )
     args = ap.parse_args(argv)
 
     seeds = [int(s) for s in args.seeds.split(",") if s.strip()] or [
@@ -148,6 +175,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     mismatched = 0
     for seed in seeds:
+        if args.paths_only:
+            mismatched += _print_paths(seed, args.seconds, args.connections, features)
+            continue
         res = native_seed(seed, args.seconds, args.connections, features)
         st: Stats = res["stats"]
         bad = len(res["problems"]) + (1 if res["error"] else 0)
@@ -163,15 +193,7 @@ def main(argv: list[str] | None = None) -> int:
         for line in ([res["error"]] if res["error"] else []) + res["problems"][:5]:
             print(f"  {line}")
         if args.paths:
-            for path, problems in compare_paths(
-                seed, args.seconds, connections=args.connections, features=features
-            ).items():
-                mismatched += bool(problems)
-                print(
-                    f"  {path}: {'equal' if not problems else f'{len(problems)} differences'}; load {load()}"
-                )
-                for line in problems[:5]:
-                    print(f"    {line}")
+            mismatched += _print_paths(seed, args.seconds, args.connections, features)
     print(f"oracle bench: {len(seeds)} seeds, {mismatched} with mismatches; load {load()}")
     return 1 if mismatched else 0
 

@@ -7,7 +7,9 @@
 - ``delta:///abs/root`` or ``delta://bucket/prefix?…``: a Delta table per upstream table under the root.
 
 Common parameters: ``mode`` (upsert | changelog), ``table-name`` (a template of ``{schema}`` and
-``{table}``), ``worker-count``; Iceberg also ``namespace``. Unknown parameters are refused.
+``{table}``), ``worker-count``; Iceberg also ``namespace`` and ``catalog-name`` (the name the SQL
+catalog files its tables under, default ``sparkcdc``: a reader opens the catalog by that name).
+Unknown parameters are refused.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ FORMATS = ("iceberg", "delta")
 DEFAULT_WORKER_COUNT = 4
 DEFAULT_TABLE_NAME = "{schema}_{table}"
 DEFAULT_NAMESPACE = "default"
+DEFAULT_CATALOG_NAME = "sparkcdc"
 CATALOG_FILE = "sparkcdc-catalog.db"
 STAGING_DIR = "_sparkcdc_staging"
 
@@ -53,6 +56,16 @@ ICEBERG_OPTIONS = OptionTable(
         help="the Iceberg namespace of the tables",
     ),
     Option("catalog-uri", Kind.STR, "", secret=True, help="sqlite:///… or postgresql://… SQL catalog"),
+    Option(
+        "catalog-name",
+        Kind.STR,
+        DEFAULT_CATALOG_NAME,
+        # A SQL catalog keeps each table's row under this name (a VARCHAR(255) column); engines
+        # name catalogs by identifiers.
+        pattern=r"^[A-Za-z_][A-Za-z0-9_\-]{0,254}$",
+        expect="a name of letters, digits, _ and - starting with a letter or _, at most 255 characters",
+        help="the SQL catalog's name: a reader opens the catalog by this name to see the tables",
+    ),
 )
 
 _PLACEHOLDER = re.compile(r"\{([^}]*)\}")
@@ -69,6 +82,7 @@ class LakehouseSettings:
     worker_count: int = DEFAULT_WORKER_COUNT
     namespace: str = DEFAULT_NAMESPACE
     catalog_uri: str = ""
+    catalog_name: str = DEFAULT_CATALOG_NAME
     time_zone: str = "UTC"
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -106,10 +120,11 @@ class LakehouseSettings:
             raise SinkURIError(f"{p.scheme} sink URI {shown!r} needs an absolute path: {p.scheme}:///abs/dir")
         backend = StorageBackend.from_uri(storage)
         backend.role = f"{p.scheme} sink"
-        namespace, catalog_uri = DEFAULT_NAMESPACE, ""
+        namespace, catalog_uri, catalog_name = DEFAULT_NAMESPACE, "", DEFAULT_CATALOG_NAME
         if p.scheme == "iceberg":
             iopts = resolve(ICEBERG_OPTIONS, p, None, where="sink")
             namespace, catalog_uri = iopts["namespace"], iopts["catalog-uri"]
+            catalog_name = iopts["catalog-name"]
             if not catalog_uri:
                 if backend.scheme != "file":
                     raise SinkURIError(
@@ -131,6 +146,7 @@ class LakehouseSettings:
             worker_count=opts["worker-count"],
             namespace=namespace,
             catalog_uri=catalog_uri,
+            catalog_name=catalog_name,
             time_zone=config.time_zone or "UTC",
         )
 

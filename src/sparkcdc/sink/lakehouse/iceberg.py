@@ -85,7 +85,7 @@ class IcebergFormat(TableFormat):
                 cat.create_namespace_if_not_exists(self.namespace)
             except Exception as exc:
                 raise SinkUnavailable(
-                    f"cannot open the Iceberg SQL catalog at {self._shown_catalog()!r}: {exc}"
+                    f"cannot open the Iceberg SQL catalog {self.catalog_name!r} at {self._shown_catalog()!r}: {exc}"
                 ) from exc
             self._catalog = cat
         return self._catalog

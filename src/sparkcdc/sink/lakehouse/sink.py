@@ -33,7 +33,13 @@ def make_format(settings: LakehouseSettings) -> TableFormat:
         from sparkcdc.sink.lakehouse.iceberg import IcebergFormat
 
         io = settings.s3_io_properties() if settings.backend.scheme == "s3" else {}
-        return IcebergFormat(settings.catalog_uri, settings.root_uri, settings.namespace, io)
+        return IcebergFormat(
+            settings.catalog_uri,
+            settings.root_uri,
+            settings.namespace,
+            io,
+            catalog_name=settings.catalog_name,
+        )
     from sparkcdc.sink.lakehouse.delta import DeltaFormat
 
     if settings.backend.scheme == "s3":

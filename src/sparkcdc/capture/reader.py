@@ -354,21 +354,29 @@ def check_statement_rows(item: StatementRows, match: TableMatch | None) -> None:
 HOLD_ROWS = 200_000
 """Row changes a transaction may hold back after a SAVEPOINT (see ``_Txn``) before it sends them."""
 
+HOLD_TXN_ROWS = 10_000
+"""Row changes any transaction holds back until its end (see ``_Txn``) before it streams them."""
+
 
 class _Txn:
     """The row changes of one transaction on their way out.
 
-    Rows stream out as they are decoded, except after a SAVEPOINT (a later ``ROLLBACK TO`` may undo
-    them) and in a MySQL XA transaction's first phase (its end says whether it committed in one
-    phase): those wait for the transaction's end. A MariaDB XA prepare is known at its start: its
-    rows are not decoded at all (``XA COMMIT`` reads them again).
+    Only what the transaction committed may leave, and a binlog says that at its end: a group
+    ending with ROLLBACK (the server logs one when a transaction that also changed a
+    non-transactional table rolls back, e.g. to a SAVEPOINT) did not happen, and a ``ROLLBACK TO``
+    undoes what followed its SAVEPOINT. So a transaction's rows wait for its end, up to
+    ``HOLD_TXN_ROWS`` row changes (after a SAVEPOINT up to ``HOLD_ROWS``); a larger transaction
+    streams from there on, and a ROLLBACK of what it already sent fails by name instead of being
+    delivered. A MySQL XA transaction's first phase waits whole (its end says whether it
+    committed in one phase). A MariaDB XA prepare is known at its start: its rows are not decoded
+    at all (``XA COMMIT`` reads them again).
     """
 
     def __init__(self, ts: int = 0, pos: BinlogPosition | None = None) -> None:
         self.ts = ts
         self.pos = pos
         self.seq = 0
-        self.held: list[list[RowChange]] | None = None
+        self.held: list[list[RowChange]] | None = []
         self.held_rows = 0
         self.savepoints: dict[str, tuple[int, int, int]] = {}
         """name -> (held lists, held rows, seq) at the SAVEPOINT."""
@@ -376,6 +384,8 @@ class _Txn:
         """Some rows were sent already: a later ROLLBACK cannot undo them."""
         self.sent_past_savepoint = False
         self.skip_rows = False
+        self.hold_whole = False
+        """A MySQL XA first phase: no bound."""
 
     def where(self) -> str:
         return f"{self.pos.file}:{self.pos.pos}" if self.pos is not None else "?"
@@ -387,12 +397,12 @@ class _Txn:
             return
         self.held.append(rows)
         self.held_rows += len(rows)
-        if self.held_rows > HOLD_ROWS and self.savepoints:
-            # A transaction this large after a SAVEPOINT: send what is held; a ROLLBACK TO of it fails.
+        if self.hold_whole or self.held_rows <= (HOLD_ROWS if self.savepoints else HOLD_TXN_ROWS):
+            return
+        if self.savepoints:
             self.sent_past_savepoint = True
             self.savepoints.clear()
-            yield from self.release()
-            self.held = []
+        yield from self.release()  # from here on the transaction streams
 
     def release(self) -> Iterator[list[RowChange]]:
         held, self.held, self.held_rows = self.held or [], None, 0
@@ -428,14 +438,14 @@ class _Txn:
     def xa_first_phase(self, prepared: bool) -> None:
         if prepared:
             self.skip_rows = True
-        elif self.held is None:
-            self.held = []
+        else:
+            self.hold_whole = True
 
     def discard(self, outcome: str, where: str) -> None:
-        if self.sent and outcome == "rollback":
+        if self.sent:
             raise DecodeError(
-                f"the transaction at {self.where()} ends with ROLLBACK at {where} after its rows were sent; "
-                "sparkcdc holds back a transaction's rows only after a SAVEPOINT"
+                f"the transaction at {self.where()} ends with {outcome.upper().replace('_', ' ')} at {where} "
+                f"after more than {HOLD_TXN_ROWS} of its row changes were sent; none of them was committed"
             )
         self.held, self.held_rows = None, 0
 

@@ -230,6 +230,10 @@ class Planner:
                         f"{exc.message} (the transaction at binlog position {txn.start.file}:{txn.start.pos})",
                         code=exc.code,
                     ) from exc
+                redefined = self._redefine(cat, query, schema or None, txn.ts)
+                if redefined is not None:
+                    events.extend(redefined)
+                    continue
                 # Already reflected in the bootstrap shapes: pass the statement on; later rows of
                 # the table get this DDL's version.
                 caught = catch_up_events(cat, query, schema or None, txn.ts)
@@ -254,6 +258,35 @@ class Planner:
         self._catalog_at = txn.end
         self._plans[(start, txn.end)] = plan
         return plan
+
+    def _redefine(self, cat: Any, query: str, default_schema: str | None, ts: int) -> list[DDLEvent] | None:
+        """A CREATE TABLE older than the bootstrap shapes, applied as the binlog has it.
+
+        The bootstrap loaded the upstream's shapes of when the changefeed was created; a table
+        created after the start point has that later shape there (every later ALTER included). Its
+        CREATE TABLE in the binlog says exactly what it was then, so the table is defined again from
+        it and the ALTERs after it apply in turn: each version gets the columns it had (rows written
+        between them carry those columns). None when the statement is not such a CREATE TABLE or
+        does not apply.
+        """
+        from sparkcdc.capture import ddl as D
+        from sparkcdc.errors import SchemaError
+
+        try:
+            stmt = D.parse_statement(query)
+        except SchemaError:
+            return None
+        if not isinstance(stmt, D.CreateTable) or stmt.like is not None or not stmt.columns:
+            return None
+        schema, table = stmt.name.resolve(default_schema, query)
+        previous, meta = cat.get(schema, table), cat.meta(schema, table)
+        cat.remove(schema, table)
+        try:
+            return list(self.history.apply(cat, query, default_schema, ts))
+        except SchemaError:
+            if previous is not None:
+                cat.put(previous, meta)
+            return None
 
     def _ignored_ddl(self, e: DDLEvent) -> bool:
         old = (e.old_schema or e.schema, e.old_table) if e.old_table is not None else None

@@ -148,6 +148,10 @@ class SchemaCatalog:
         self._tables.pop((schema, table), None)
         self._meta.pop((schema, table), None)
 
+    def remove(self, schema: str, table: str) -> None:
+        """Forget a table's shape (a CREATE TABLE read from the binlog is about to define it again)."""
+        self._remove(schema, table)
+
     @classmethod
     def load_from_upstream(
         cls,

@@ -276,7 +276,20 @@ class DDLApplier:
             self._put_moved(info, new_meta)
             return [self.event(ddl_type, s2, t2, info, old=(schema, table))]
         self.cat.put(info, new_meta)
-        return [self.event(ddl_type, schema, table, info)]
+        events = [self.event(ddl_type, schema, table, info)]
+        for spec in st.specs:
+            if spec.action == "partition" and spec.table is not None:
+                # EXCHANGE PARTITION ... WITH TABLE other: the other table's rows change too, so it
+                # gets a version at this DDL as well (a consumer that orders by table version then
+                # applies its earlier rows before the exchange and its later ones after). Both
+                # events carry the one statement: sinks that run it run it once.
+                s2, t2 = self.resolve(spec.table)
+                other = self.cat.get(s2, t2)
+                if other is not None:
+                    moved = other.with_version(self.ts)
+                    self.cat.put(moved, self.cat.meta(s2, t2))
+                    events.append(self.event(ddl_type, s2, t2, moved))
+        return events
 
     def apply_spec(self, w: WorkingTable, spec: AlterSpec) -> None:
         q = self.query

@@ -35,7 +35,11 @@ def written_tables(stmt: object, default_schema: str | None, query: str) -> list
     if isinstance(stmt, CreateTable | TruncateTable | AlterTable):
         names.append(stmt.name)
         if isinstance(stmt, AlterTable):
-            names.extend(s.table for s in stmt.specs if s.action == "rename_table" and s.table is not None)
+            names.extend(
+                s.table
+                for s in stmt.specs
+                if s.action in ("rename_table", "partition") and s.table is not None
+            )
     elif isinstance(stmt, DropTable | ViewStmt):
         names.extend(stmt.names)
     elif isinstance(stmt, RenameTable):

@@ -447,8 +447,7 @@ class _Parser(DefinitionParser):
             self.skip_rest_of_spec()
             return AlterSpec("partition")
         if w in _PARTITION_OP_WORDS and self.is_kw("PARTITION", k=1):
-            self.skip_rest_of_spec()
-            return AlterSpec("partition")
+            return self._partition_op(w)
         if w in ("ALGORITHM", "LOCK"):
             self.skip_rest_of_spec()
             return AlterSpec("algorithm")
@@ -459,6 +458,17 @@ class _Parser(DefinitionParser):
             raise self.error("unexpected token in ALTER TABLE")
         opts = self.table_options(stop_words=(",",), allow_select=False)
         return AlterSpec("options", options=opts)
+
+    def _partition_op(self, word: str) -> AlterSpec:
+        """A partition operation; EXCHANGE PARTITION p WITH TABLE t names the table whose rows move too."""
+        other: TableName | None = None
+        if word == "EXCHANGE":
+            self.i += 2
+            self.ident("a partition name")
+            if self.accept_kw("WITH") and self.accept_kw("TABLE"):
+                other = self.table_name()
+        self.skip_rest_of_spec()
+        return AlterSpec("partition", table=other)
 
     def _constraint_is_index(self) -> bool:
         j = 1

@@ -209,6 +209,19 @@ class MySQLApplier:
 
     def _exec_ddl(self, schema: str | None, query: str) -> bool:
         conn = self.connection()
+        # A DDL commits by itself; MariaDB 10.11 waits for a lock forever (until
+        # innodb_lock_wait_timeout) on ALTER TABLE ... EXCHANGE PARTITION in a session with
+        # autocommit off, even with no other session: run DDL with autocommit on.
+        conn.autocommit(True)
+        try:
+            return self._exec_ddl_autocommit(conn, schema, query)
+        finally:
+            try:
+                conn.autocommit(False)
+            except (pymysql.err.Error, OSError):
+                self._drop_connection()  # broken: the next statement opens a new one
+
+    def _exec_ddl_autocommit(self, conn: Any, schema: str | None, query: str) -> bool:
         with conn.cursor() as cur:
             if schema:
                 try:

@@ -52,6 +52,8 @@ class MySQLSink(Sink):
         self.settings = parse_mysql_sink(uri, config)
         self.replicating_ts: int | None = int(now_ts())
         self._ddl_applier: MySQLApplier | None = None
+        self._last_ddl: tuple[int, str] | None = None
+        """(commit_ts, query) of the DDL run last (one statement may come as an event per table)."""
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
@@ -102,10 +104,18 @@ class MySQLSink(Sink):
                 applier.close()
 
     def apply_ddl(self, ddl: DDLEvent) -> None:
-        """Run the DDL downstream in its schema (already-applied DDLs are skipped)."""
+        """Run the DDL downstream in its schema (already-applied DDLs are skipped).
+
+        A statement that changes several tables (RENAME TABLE a TO b, c TO d; EXCHANGE PARTITION)
+        comes as one event per table with the same query and commit_ts: it runs once.
+        """
+        key = (ddl.commit_ts, ddl.query)
+        if key == self._last_ddl:
+            return
         if self._ddl_applier is None:
             self._ddl_applier = make_applier(self.settings)
         self._ddl_applier.apply_ddl(ddl.schema or None, ddl.query)
+        self._last_ddl = key
 
     def open_writer(self, ctx: WriterContext) -> PartitionWriter:
         """A writer applying one route group of one batch."""

@@ -1,0 +1,802 @@
+"""Statement forms as applications write them, one database each, for the oracle workloads.
+
+Each form is a function ``(upstream, database)`` that creates ``database`` and writes it
+with one statement form: savepoints, XA, ``CREATE ... SELECT``, non-transactional engines,
+key changes inside one transaction, DDL that moves data (TRUNCATE, RENAME, EXCHANGE
+PARTITION), generated and invisible columns, charsets, server-wide binlog settings. The
+expected result is whatever the native replica holds, so a form states no expected rows.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pymysql
+
+from sparkcdc.services.mariadb import LocalMariaDB
+from tests.oracle.harness import Segment
+
+
+@dataclass(frozen=True)
+class Form:
+    """One statement form: its test id, its database and how it writes it."""
+
+    name: str
+    write: Callable[[LocalMariaDB, str], None]
+
+    @property
+    def database(self) -> str:
+        return f"of_{self.name}"
+
+
+def sql(up: LocalMariaDB, db: str | None, *statements: str | tuple[str, Any], **connect: Any) -> None:
+    """Run statements in order on one connection (autocommit on; BEGIN/COMMIT where a form writes them)."""
+    conn = up.connect(db, **connect)
+    try:
+        with conn.cursor() as cur:
+            for s in statements:
+                if isinstance(s, tuple):
+                    cur.execute(s[0], s[1])
+                else:
+                    cur.execute(s)
+    finally:
+        conn.close()
+
+
+def create_db(up: LocalMariaDB, db: str, *tables: str) -> None:
+    """``CREATE DATABASE db`` and its tables."""
+    sql(up, None, f"CREATE DATABASE `{db}`")
+    sql(up, db, *tables)
+
+
+KV = "(id INT PRIMARY KEY, v VARCHAR(40) NOT NULL, n INT NULL)"
+
+
+# -- transactions: savepoints, rollback, XA -------------------------------------------------------
+
+
+def savepoint_innodb(up: LocalMariaDB, db: str) -> None:
+    """SAVEPOINT, ROLLBACK TO SAVEPOINT and RELEASE SAVEPOINT on InnoDB tables only."""
+    create_db(
+        up, db, f"CREATE TABLE orders {KV} ENGINE=InnoDB", f"CREATE TABLE order_lines {KV} ENGINE=InnoDB"
+    )
+    sql(
+        up,
+        db,
+        "INSERT INTO orders VALUES (1, 'open', 0), (2, 'open', 0)",
+        "BEGIN",
+        "INSERT INTO orders VALUES (3, 'open', 0)",
+        "SAVEPOINT before_lines",
+        "INSERT INTO order_lines VALUES (30, 'widget', 3)",
+        "UPDATE orders SET v = 'filled', n = 1 WHERE id = 1",
+        "ROLLBACK TO SAVEPOINT before_lines",
+        "INSERT INTO order_lines VALUES (31, 'gadget', 3)",
+        "SAVEPOINT s2",
+        "DELETE FROM orders WHERE id = 2",
+        "RELEASE SAVEPOINT s2",
+        "COMMIT",
+        # nested savepoints, rolled back from the inner to the outer one
+        "BEGIN",
+        "SAVEPOINT a",
+        "INSERT INTO orders VALUES (6, 'a', 6)",
+        "SAVEPOINT b",
+        "INSERT INTO orders VALUES (7, 'b', 7)",
+        "ROLLBACK TO b",
+        "UPDATE orders SET n = 60 WHERE id = 6",
+        "ROLLBACK TO a",
+        "INSERT INTO orders VALUES (8, 'after a', 8)",
+        "COMMIT",
+        # a savepoint whose rollback undoes everything before the commit
+        "BEGIN",
+        "SAVEPOINT all_of_it",
+        "UPDATE orders SET v = 'gone' WHERE id > 0",
+        "ROLLBACK TO SAVEPOINT all_of_it",
+        "COMMIT",
+    )
+
+
+def savepoint_myisam(up: LocalMariaDB, db: str) -> None:
+    """ROLLBACK TO SAVEPOINT after a MyISAM/Aria write: the server writes the ROLLBACK TO into the binlog."""
+    create_db(
+        up,
+        db,
+        f"CREATE TABLE acct {KV} ENGINE=InnoDB",
+        "CREATE TABLE audit (id INT AUTO_INCREMENT PRIMARY KEY, what VARCHAR(40)) ENGINE=MyISAM",
+        "CREATE TABLE hits (id INT PRIMARY KEY, c INT NOT NULL) ENGINE=Aria",
+    )
+    sql(
+        up,
+        db,
+        "INSERT INTO acct VALUES (1, 'a', 100), (2, 'b', 200)",
+        "BEGIN",
+        "UPDATE acct SET n = n - 10 WHERE id = 1",
+        "SAVEPOINT transfer",
+        "UPDATE acct SET n = n + 10 WHERE id = 2",
+        "INSERT INTO audit (what) VALUES ('transfer 1->2')",
+        "INSERT INTO hits VALUES (1, 1)",
+        "INSERT INTO acct VALUES (3, 'c', 300)",
+        "ROLLBACK TO SAVEPOINT transfer",
+        "UPDATE acct SET n = n + 10 WHERE id = 1",
+        "INSERT INTO acct VALUES (4, 'd', 400)",
+        "COMMIT",
+        "BEGIN",
+        "SAVEPOINT s",
+        "DELETE FROM acct WHERE id = 4",
+        "UPDATE hits SET c = c + 1 WHERE id = 1",
+        "ROLLBACK TO s",
+        "RELEASE SAVEPOINT s",
+        "UPDATE acct SET v = 'kept' WHERE id = 4",
+        "COMMIT",
+    )
+
+
+def rollback_mixed(up: LocalMariaDB, db: str) -> None:
+    """A transaction over InnoDB and MyISAM that ends with ROLLBACK: the MyISAM rows stay."""
+    create_db(
+        up,
+        db,
+        f"CREATE TABLE inno {KV} ENGINE=InnoDB",
+        f"CREATE TABLE mi {KV} ENGINE=MyISAM",
+    )
+    sql(
+        up,
+        db,
+        "INSERT INTO inno VALUES (1, 'kept', 1)",
+        "INSERT INTO mi VALUES (1, 'kept', 1)",
+        "BEGIN",
+        "INSERT INTO inno VALUES (2, 'rolled back', 2)",
+        "UPDATE inno SET v = 'rolled back' WHERE id = 1",
+        "INSERT INTO mi VALUES (2, 'not transactional', 2)",
+        "UPDATE mi SET n = 10 WHERE id = 1",
+        "DELETE FROM inno WHERE id = 1",
+        "ROLLBACK",
+        "BEGIN",
+        "INSERT INTO mi VALUES (3, 'first', 3)",
+        "INSERT INTO inno VALUES (3, 'rolled back too', 3)",
+        "ROLLBACK",
+    )
+
+
+def xa_two_phase(up: LocalMariaDB, db: str) -> None:
+    """XA START/END/PREPARE/COMMIT, one prepared on a connection and committed from another."""
+    create_db(up, db, f"CREATE TABLE t {KV} ENGINE=InnoDB")
+    sql(
+        up,
+        db,
+        "INSERT INTO t VALUES (1, 'before', 1)",
+        "XA START 'tm-1'",
+        "INSERT INTO t VALUES (2, 'xa', 2)",
+        "UPDATE t SET n = 10 WHERE id = 1",
+        "XA END 'tm-1'",
+        "XA PREPARE 'tm-1'",
+        "XA COMMIT 'tm-1'",
+        "XA START 'tm-2', 'branch-b', 7",
+        "INSERT INTO t VALUES (3, 'xa with bqual', 3)",
+        "XA END 'tm-2', 'branch-b', 7",
+        "XA PREPARE 'tm-2', 'branch-b', 7",
+    )
+    # A transaction commits while tm-2 is prepared; then the transaction manager commits it.
+    sql(up, db, "INSERT INTO t VALUES (4, 'between', 4)")
+    sql(up, db, "XA COMMIT 'tm-2', 'branch-b', 7", "UPDATE t SET v = 'after' WHERE id = 3")
+
+
+def xa_rollback(up: LocalMariaDB, db: str) -> None:
+    """XA PREPARE then XA ROLLBACK: the prepared rows never happen."""
+    create_db(up, db, f"CREATE TABLE t {KV} ENGINE=InnoDB")
+    sql(
+        up,
+        db,
+        "INSERT INTO t VALUES (1, 'before', 1)",
+        "XA START 'rb-1'",
+        "INSERT INTO t VALUES (2, 'rolled back', 2)",
+        "DELETE FROM t WHERE id = 1",
+        "XA END 'rb-1'",
+        "XA PREPARE 'rb-1'",
+    )
+    sql(up, db, "INSERT INTO t VALUES (3, 'between', 3)")
+    sql(
+        up,
+        db,
+        "XA ROLLBACK 'rb-1'",
+        "XA START 'rb-2'",
+        "UPDATE t SET v = 'never' WHERE id = 3",
+        "XA END 'rb-2'",
+        "XA ROLLBACK 'rb-2'",
+        "INSERT INTO t VALUES (4, 'after', 4)",
+    )
+
+
+def xa_one_phase(up: LocalMariaDB, db: str) -> None:
+    """XA COMMIT ... ONE PHASE."""
+    create_db(up, db, f"CREATE TABLE t {KV} ENGINE=InnoDB")
+    sql(
+        up,
+        db,
+        "INSERT INTO t VALUES (1, 'before', 1)",
+        "XA START 'op-1'",
+        "INSERT INTO t VALUES (2, 'one phase', 2)",
+        "UPDATE t SET n = n + 1",
+        "XA END 'op-1'",
+        "XA COMMIT 'op-1' ONE PHASE",
+        "DELETE FROM t WHERE id = 1",
+    )
+
+
+# -- DML forms -------------------------------------------------------------------------------------
+
+
+def create_select(up: LocalMariaDB, db: str) -> None:
+    """CREATE TABLE ... SELECT (with and without its own column definitions)."""
+    create_db(up, db, f"CREATE TABLE src {KV} ENGINE=InnoDB")
+    sql(
+        up,
+        db,
+        "INSERT INTO src VALUES (1, 'a', 1), (2, 'b', 2), (3, 'c', NULL), (4, 'd', 4)",
+        "CREATE TABLE copy_all SELECT * FROM src",
+        "CREATE TABLE copy_keyed (id INT PRIMARY KEY, total INT) ENGINE=InnoDB "
+        "SELECT id, COALESCE(n, 0) * 10 AS total FROM src WHERE id > 1",
+        "CREATE TABLE summary ENGINE=InnoDB SELECT COUNT(*) AS c, SUM(n) AS s FROM src",
+        "UPDATE copy_keyed SET total = total + 1 WHERE id = 2",
+        "INSERT INTO copy_all VALUES (5, 'e', 5)",
+    )
+
+
+def insert_select(up: LocalMariaDB, db: str) -> None:
+    """INSERT ... SELECT between tables and from a table into itself."""
+    create_db(up, db, f"CREATE TABLE a {KV}", f"CREATE TABLE b {KV}")
+    sql(
+        up,
+        db,
+        "INSERT INTO a VALUES (1, 'x', 1), (2, 'y', 2), (3, 'z', 3)",
+        "INSERT INTO b SELECT id, CONCAT(v, '!'), n * 2 FROM a WHERE n >= 2",
+        "INSERT INTO a SELECT id + 10, v, n FROM a",
+        "INSERT IGNORE INTO b SELECT id, 'dup', 0 FROM a",
+    )
+
+
+def replace_into(up: LocalMariaDB, db: str) -> None:
+    """REPLACE over the primary key and over a unique key that collides with two rows."""
+    create_db(
+        up,
+        db,
+        "CREATE TABLE t (id INT PRIMARY KEY, code VARCHAR(10) NOT NULL, n INT, UNIQUE KEY uk_code (code))",
+    )
+    sql(
+        up,
+        db,
+        "INSERT INTO t VALUES (1, 'a', 1), (2, 'b', 2), (3, 'c', 3)",
+        "REPLACE INTO t VALUES (1, 'a', 10)",
+        "REPLACE INTO t VALUES (4, 'd', 4)",
+        "REPLACE INTO t VALUES (2, 'c', 20)",  # deletes id 2 (key) and id 3 (code 'c')
+        "REPLACE INTO t SET id = 5, code = 'a', n = 50",
+    )
+
+
+def upsert(up: LocalMariaDB, db: str) -> None:
+    """INSERT ... ON DUPLICATE KEY UPDATE: counters and last-writer rows."""
+    create_db(
+        up,
+        db,
+        "CREATE TABLE counters (k VARCHAR(20) PRIMARY KEY, hits INT NOT NULL, last_seen DATETIME NULL)",
+    )
+    sql(
+        up,
+        db,
+        "INSERT INTO counters VALUES ('home', 1, '2024-01-01 00:00:00') "
+        "ON DUPLICATE KEY UPDATE hits = hits + 1",
+        "INSERT INTO counters VALUES ('home', 1, '2024-01-02 00:00:00') "
+        "ON DUPLICATE KEY UPDATE hits = hits + 1, last_seen = VALUES(last_seen)",
+        "INSERT INTO counters VALUES ('about', 1, NULL), ('home', 1, NULL) "
+        "ON DUPLICATE KEY UPDATE hits = hits + VALUES(hits)",
+        "INSERT INTO counters VALUES ('about', 5, NULL) ON DUPLICATE KEY UPDATE k = 'about-us'",
+    )
+
+
+def multi_table_update(up: LocalMariaDB, db: str) -> None:
+    """UPDATE of two tables joined in one statement."""
+    create_db(
+        up,
+        db,
+        "CREATE TABLE orders (id INT PRIMARY KEY, customer INT, total DECIMAL(10,2), status VARCHAR(10))",
+        "CREATE TABLE customers (id INT PRIMARY KEY, spent DECIMAL(10,2), orders INT)",
+    )
+    sql(
+        up,
+        db,
+        "INSERT INTO customers VALUES (1, 0, 0), (2, 0, 0), (3, 0, 0)",
+        "INSERT INTO orders VALUES (10, 1, 9.99, 'new'), (11, 1, 5.00, 'new'), (12, 2, 100.50, 'new')",
+        "UPDATE orders o JOIN customers c ON o.customer = c.id "
+        "SET o.status = 'billed', c.spent = c.spent + o.total, c.orders = c.orders + 1 WHERE o.total > 6",
+        "UPDATE customers c, orders o SET c.orders = 99, o.customer = 3 WHERE c.id = 3 AND o.id = 11",
+    )
+
+
+def multi_table_delete(up: LocalMariaDB, db: str) -> None:
+    """DELETE from two tables joined in one statement, and from one using another."""
+    create_db(
+        up,
+        db,
+        "CREATE TABLE parent (id INT PRIMARY KEY, gone TINYINT NOT NULL)",
+        "CREATE TABLE child (id INT PRIMARY KEY, parent INT NOT NULL, v VARCHAR(10))",
+    )
+    sql(
+        up,
+        db,
+        "INSERT INTO parent VALUES (1, 0), (2, 1), (3, 1), (4, 0)",
+        "INSERT INTO child VALUES (10, 1, 'a'), (20, 2, 'b'), (21, 2, 'c'), (30, 3, 'd'), (40, 4, 'e')",
+        "DELETE p, c FROM parent p JOIN child c ON c.parent = p.id WHERE p.id = 2",
+        "DELETE c FROM child c JOIN parent p ON c.parent = p.id WHERE p.gone = 1",
+        "DELETE FROM child USING child JOIN parent ON child.parent = parent.id WHERE parent.id = 4",
+    )
+
+
+def load_data(up: LocalMariaDB, db: str) -> None:
+    """LOAD DATA LOCAL INFILE of a CSV file, then REPLACE-mode loading over it."""
+    create_db(up, db, "CREATE TABLE t (id INT PRIMARY KEY, name VARCHAR(40), score DECIMAL(6,2) NULL)")
+    fd, name = tempfile.mkstemp(suffix=".csv")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write('1,"ann",1.50\n2,"bob, jr.",\\N\n3,"chloé",99.99\n4,"d""q",0\n')
+        sql(
+            up,
+            db,
+            f"LOAD DATA LOCAL INFILE '{name}' INTO TABLE t CHARACTER SET utf8mb4 "
+            "FIELDS TERMINATED BY ',' OPTIONALLY ENCLOSED BY '\"' LINES TERMINATED BY '\\n'",
+            local_infile=True,
+        )
+        with open(name, "w", encoding="utf-8") as f:
+            f.write('3,"chloe again",1\n5,"eve",5\n')
+        sql(
+            up,
+            db,
+            f"LOAD DATA LOCAL INFILE '{name}' REPLACE INTO TABLE t CHARACTER SET utf8mb4 "
+            "FIELDS TERMINATED BY ',' OPTIONALLY ENCLOSED BY '\"'",
+            local_infile=True,
+        )
+    finally:
+        os.unlink(name)
+
+
+def trigger_writes(up: LocalMariaDB, db: str) -> None:
+    """A trigger that writes an audit table on every insert and update."""
+    create_db(
+        up,
+        db,
+        f"CREATE TABLE items {KV}",
+        "CREATE TABLE audit (seq INT AUTO_INCREMENT PRIMARY KEY, item INT, what VARCHAR(20))",
+        "CREATE TRIGGER items_ai AFTER INSERT ON items FOR EACH ROW "
+        "INSERT INTO audit (item, what) VALUES (NEW.id, 'insert')",
+        "CREATE TRIGGER items_au AFTER UPDATE ON items FOR EACH ROW "
+        "INSERT INTO audit (item, what) VALUES (NEW.id, CONCAT('update ', OLD.n, '->', NEW.n))",
+    )
+    sql(
+        up,
+        db,
+        "INSERT INTO items VALUES (1, 'a', 1), (2, 'b', 2)",
+        "UPDATE items SET n = n + 1",
+        "BEGIN",
+        "INSERT INTO items VALUES (3, 'c', 3)",
+        "UPDATE items SET v = 'cc' WHERE id = 3",
+        "COMMIT",
+    )
+
+
+def procedure_writes(up: LocalMariaDB, db: str) -> None:
+    """A stored procedure that inserts, updates and deletes, called inside and outside a transaction."""
+    create_db(
+        up,
+        db,
+        f"CREATE TABLE stock {KV}",
+        "CREATE PROCEDURE restock(IN p_id INT, IN p_qty INT) BEGIN "
+        "INSERT INTO stock VALUES (p_id, 'restocked', p_qty) ON DUPLICATE KEY UPDATE n = n + p_qty; "
+        "DELETE FROM stock WHERE n <= 0; "
+        "END",
+    )
+    sql(
+        up,
+        db,
+        "INSERT INTO stock VALUES (1, 'a', 5), (2, 'b', 0), (3, 'c', 1)",
+        "CALL restock(1, 10)",
+        "CALL restock(4, 2)",
+        "BEGIN",
+        "CALL restock(3, -1)",
+        "CALL restock(5, 7)",
+        "COMMIT",
+    )
+
+
+# -- engines and temporary tables ------------------------------------------------------------------
+
+
+def nontransactional_engines(up: LocalMariaDB, db: str) -> None:
+    """Aria and MyISAM tables written on their own (autocommit, multi-row, updates, deletes)."""
+    create_db(
+        up,
+        db,
+        f"CREATE TABLE aria {KV} ENGINE=Aria",
+        f"CREATE TABLE aria_nt {KV} ENGINE=Aria TRANSACTIONAL=0",
+        f"CREATE TABLE myisam {KV} ENGINE=MyISAM",
+        "CREATE TABLE myisam_nopk (a INT, b VARCHAR(10)) ENGINE=MyISAM",
+    )
+    statements: list[str] = []
+    for t in ("aria", "aria_nt", "myisam"):
+        statements += [
+            f"INSERT INTO {t} VALUES (1, 'a', 1), (2, 'b', 2), (3, 'c', 3)",
+            f"UPDATE {t} SET n = n * 10 WHERE id > 1",
+            f"UPDATE {t} SET id = 30 WHERE id = 3",
+            f"DELETE FROM {t} WHERE id = 1",
+        ]
+    statements += [
+        "INSERT INTO myisam_nopk VALUES (1, 'x'), (1, 'x'), (2, 'y')",
+        "DELETE FROM myisam_nopk WHERE a = 1 LIMIT 1",
+        "UPDATE myisam_nopk SET b = 'z' WHERE a = 2",
+    ]
+    sql(up, db, *statements)
+
+
+def engines_in_one_txn(up: LocalMariaDB, db: str) -> None:
+    """InnoDB, Aria and MyISAM written in one committed transaction."""
+    create_db(
+        up,
+        db,
+        f"CREATE TABLE inno {KV} ENGINE=InnoDB",
+        f"CREATE TABLE aria {KV} ENGINE=Aria",
+        f"CREATE TABLE mi {KV} ENGINE=MyISAM",
+    )
+    sql(
+        up,
+        db,
+        "BEGIN",
+        "INSERT INTO inno VALUES (1, 'i', 1), (2, 'i', 2)",
+        "INSERT INTO aria VALUES (1, 'a', 1)",
+        "INSERT INTO mi VALUES (1, 'm', 1)",
+        "UPDATE inno SET n = n + 100",
+        "UPDATE mi SET n = n + 100",
+        "DELETE FROM aria WHERE id = 1",
+        "INSERT INTO aria VALUES (2, 'a2', 2)",
+        "COMMIT",
+        "BEGIN",
+        "INSERT INTO mi SELECT id + 10, v, n FROM inno",
+        "UPDATE inno SET v = 'done'",
+        "COMMIT",
+    )
+
+
+def temporary_table(up: LocalMariaDB, db: str) -> None:
+    """A TEMPORARY table filled, changed and used to fill a real table; it never appears downstream."""
+    create_db(up, db, f"CREATE TABLE report {KV}")
+    sql(
+        up,
+        db,
+        "CREATE TEMPORARY TABLE staging (id INT PRIMARY KEY, v VARCHAR(40), n INT)",
+        "INSERT INTO staging VALUES (1, 'one', 1), (2, 'two', 2), (3, 'three', 3)",
+        "UPDATE staging SET n = n * 100 WHERE id > 1",
+        "DELETE FROM staging WHERE id = 3",
+        "INSERT INTO report SELECT id, v, n FROM staging",
+        "BEGIN",
+        "INSERT INTO staging VALUES (4, 'four', 4)",
+        "INSERT INTO report SELECT id, v, n FROM staging WHERE id = 4",
+        "COMMIT",
+        "CREATE TEMPORARY TABLE tmp_copy SELECT * FROM report",
+        "UPDATE report r JOIN tmp_copy c ON r.id = c.id SET r.n = c.n + 1",
+        "DROP TEMPORARY TABLE staging",
+        "DROP TEMPORARY TABLE tmp_copy",
+    )
+
+
+# -- one key several times in one transaction ------------------------------------------------------
+
+
+def key_changed_twice(up: LocalMariaDB, db: str) -> None:
+    """One primary key moved twice in one transaction (1 -> 2 -> 3), and a swap of two keys."""
+    create_db(up, db, f"CREATE TABLE t {KV}")
+    sql(
+        up,
+        db,
+        "INSERT INTO t VALUES (1, 'moving', 1), (10, 'x', 10), (11, 'y', 11)",
+        "BEGIN",
+        "UPDATE t SET id = 2 WHERE id = 1",
+        "UPDATE t SET id = 3, n = 3 WHERE id = 2",
+        "COMMIT",
+        "BEGIN",
+        "UPDATE t SET id = 12 WHERE id = 10",
+        "UPDATE t SET id = 10 WHERE id = 11",
+        "UPDATE t SET id = 11 WHERE id = 12",
+        "COMMIT",
+        # a key moved away and a new row taking its old key in the same transaction
+        "BEGIN",
+        "UPDATE t SET id = 4 WHERE id = 3",
+        "INSERT INTO t VALUES (3, 'new at 3', 33)",
+        "COMMIT",
+    )
+
+
+def insert_update_delete(up: LocalMariaDB, db: str) -> None:
+    """Insert -> update -> delete of one key in one transaction, and delete -> insert of another."""
+    create_db(up, db, f"CREATE TABLE t {KV}")
+    sql(
+        up,
+        db,
+        "INSERT INTO t VALUES (1, 'old', 1)",
+        "BEGIN",
+        "INSERT INTO t VALUES (2, 'short-lived', 2)",
+        "UPDATE t SET v = 'updated', n = 20 WHERE id = 2",
+        "DELETE FROM t WHERE id = 2",
+        "DELETE FROM t WHERE id = 1",
+        "INSERT INTO t VALUES (1, 'reborn', 100)",
+        "UPDATE t SET n = n + 1 WHERE id = 1",
+        "COMMIT",
+        "BEGIN",
+        "INSERT INTO t VALUES (5, 'five', 5)",
+        "UPDATE t SET n = 50 WHERE id = 5",
+        "UPDATE t SET n = 500 WHERE id = 5",
+        "COMMIT",
+    )
+
+
+# -- DDL that moves data ---------------------------------------------------------------------------
+
+
+def truncate(up: LocalMariaDB, db: str) -> None:
+    """TRUNCATE TABLE between writes."""
+    create_db(up, db, f"CREATE TABLE t {KV}", f"CREATE TABLE keep {KV}")
+    sql(
+        up,
+        db,
+        "INSERT INTO t VALUES (1, 'a', 1), (2, 'b', 2)",
+        "INSERT INTO keep VALUES (1, 'stays', 1)",
+        "TRUNCATE TABLE t",
+        "INSERT INTO t VALUES (2, 'after truncate', 22), (3, 'c', 3)",
+        "TRUNCATE keep",
+    )
+
+
+def rename_tables(up: LocalMariaDB, db: str) -> None:
+    """RENAME TABLE with several pairs, including the swap applications use to publish a table."""
+    create_db(
+        up,
+        db,
+        f"CREATE TABLE a {KV}",
+        f"CREATE TABLE c {KV}",
+        f"CREATE TABLE live {KV}",
+        f"CREATE TABLE live_new {KV}",
+    )
+    sql(
+        up,
+        db,
+        "INSERT INTO a VALUES (1, 'a', 1)",
+        "INSERT INTO c VALUES (1, 'c', 1)",
+        "INSERT INTO live VALUES (1, 'old', 1)",
+        "INSERT INTO live_new VALUES (1, 'new', 1), (2, 'new', 2)",
+        "RENAME TABLE a TO b, c TO d",
+        "INSERT INTO b VALUES (2, 'b', 2)",
+        "UPDATE d SET v = 'd' WHERE id = 1",
+        "RENAME TABLE live TO live_old, live_new TO live",
+        "INSERT INTO live VALUES (3, 'after swap', 3)",
+        "UPDATE live_old SET n = 0",
+    )
+
+
+def exchange_partition(up: LocalMariaDB, db: str) -> None:
+    """A range-partitioned table, ALTER TABLE ... EXCHANGE PARTITION with a staging table, writes after."""
+    create_db(
+        up,
+        db,
+        "CREATE TABLE events (id INT NOT NULL, day INT NOT NULL, v VARCHAR(20), PRIMARY KEY (id, day)) "
+        "PARTITION BY RANGE (day) (PARTITION p1 VALUES LESS THAN (100), "
+        "PARTITION p2 VALUES LESS THAN (200), PARTITION pmax VALUES LESS THAN MAXVALUE)",
+        "CREATE TABLE staging (id INT NOT NULL, day INT NOT NULL, v VARCHAR(20), PRIMARY KEY (id, day))",
+    )
+    sql(
+        up,
+        db,
+        "INSERT INTO events VALUES (1, 10, 'p1'), (2, 150, 'p2'), (3, 250, 'pmax'), (4, 20, 'p1')",
+        "INSERT INTO staging VALUES (7, 50, 'loaded'), (8, 99, 'loaded')",
+        "ALTER TABLE events EXCHANGE PARTITION p1 WITH TABLE staging",
+        "UPDATE events SET v = 'after exchange' WHERE day < 100",
+        "INSERT INTO staging VALUES (9, 1, 'into staging')",
+        "ALTER TABLE events TRUNCATE PARTITION p2",
+        "INSERT INTO events VALUES (5, 120, 'p2 again')",
+    )
+
+
+def generated_columns(up: LocalMariaDB, db: str) -> None:
+    """VIRTUAL and STORED generated columns, including an indexed one."""
+    create_db(
+        up,
+        db,
+        "CREATE TABLE t (id INT PRIMARY KEY, price DECIMAL(10,2) NOT NULL, qty INT NOT NULL, "
+        "total DECIMAL(12,2) AS (price * qty) STORED, "
+        "label VARCHAR(60) AS (CONCAT('#', id, ' x', qty)) VIRTUAL, "
+        "big TINYINT AS (qty > 10) VIRTUAL, KEY k_total (total))",
+    )
+    sql(
+        up,
+        db,
+        "INSERT INTO t (id, price, qty) VALUES (1, 2.50, 4), (2, 10.00, 1), (3, 1.00, 20)",
+        "UPDATE t SET qty = qty + 1 WHERE id < 3",
+        "UPDATE t SET id = 30 WHERE id = 3",
+        "DELETE FROM t WHERE total = 10.00 * 2",
+        "ALTER TABLE t ADD COLUMN half DECIMAL(12,2) AS (total / 2) VIRTUAL",
+        "INSERT INTO t (id, price, qty) VALUES (4, 3.00, 3)",
+    )
+
+
+def invisible_columns(up: LocalMariaDB, db: str) -> None:
+    """INVISIBLE columns written explicitly and through their default."""
+    create_db(
+        up,
+        db,
+        "CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(20), "
+        "secret VARCHAR(20) INVISIBLE DEFAULT 'hidden', rev INT INVISIBLE NOT NULL DEFAULT 0)",
+    )
+    sql(
+        up,
+        db,
+        "INSERT INTO t VALUES (1, 'implicit')",
+        "INSERT INTO t (id, v, secret, rev) VALUES (2, 'explicit', 'told', 5)",
+        "UPDATE t SET rev = rev + 1, secret = CONCAT(secret, '!')",
+        "ALTER TABLE t ADD COLUMN later INT INVISIBLE DEFAULT 7",
+        "INSERT INTO t (id, v, later) VALUES (3, 'after alter', 8)",
+    )
+
+
+def charsets(up: LocalMariaDB, db: str) -> None:
+    """Values in utf8mb3, latin1 and binary-charset columns (and a utf8mb4 one beside them)."""
+    create_db(
+        up,
+        db,
+        "CREATE TABLE t (id INT PRIMARY KEY, "
+        "u3 VARCHAR(40) CHARACTER SET utf8mb3 COLLATE utf8mb3_general_ci, "
+        "l1 VARCHAR(40) CHARACTER SET latin1, "
+        "c1 CHAR(6) CHARACTER SET latin1, "
+        "bin VARCHAR(40) CHARACTER SET binary, "
+        "bc CHAR(4) CHARACTER SET binary, "
+        "t3 TEXT CHARACTER SET utf8mb3, "
+        "u4 VARCHAR(40) CHARACTER SET utf8mb4) DEFAULT CHARSET=latin1",
+    )
+    rows = [
+        (1, "héllo wörld", "ÿéàç £", "ß", b"\x00\xff\x80'\\\n", b"\x01\x02", "日本語", "😀 emoji"),
+        (2, "", "", "", b"", b"", "", ""),
+        (3, None, None, None, None, None, None, None),
+        (4, "trailing ", "trailing  ", "a", b"a\x00", b"a", "end ", "x"),
+        (5, "a'b\"c\\d", "quote's", "'", b"\x27\x5c", b"\xfe\xff", "multi\nline", "tab\tsep"),
+    ]
+    sql(
+        up,
+        db,
+        *[("INSERT INTO t VALUES (%s, %s, %s, %s, %s, %s, %s, %s)", r) for r in rows],
+        ("UPDATE t SET l1 = %s, bin = %s WHERE id = 1", ("Ñandú ½", b"\xde\xad\xbe\xef")),
+    )
+
+
+def large_values(up: LocalMariaDB, db: str) -> None:
+    """Values of a few hundred kilobytes in TEXT and BLOB columns (well under max_allowed_packet)."""
+    create_db(up, db, "CREATE TABLE t (id INT PRIMARY KEY, doc MEDIUMTEXT, img MEDIUMBLOB)")
+    big_text = ("lorem ipsum é 😀 " * 20000)[:300_000]
+    big_blob = bytes(range(256)) * 1024
+    sql(
+        up,
+        db,
+        ("INSERT INTO t VALUES (1, %s, %s)", (big_text, big_blob)),
+        ("INSERT INTO t VALUES (2, %s, NULL)", ("small",)),
+        "UPDATE t SET doc = CONCAT(doc, 'tail') WHERE id = 1",
+    )
+
+
+def flush_binary_logs(up: LocalMariaDB, db: str) -> None:
+    """Writes on both sides of FLUSH BINARY LOGS (a binlog rotation in the middle of the workload)."""
+    create_db(up, db, f"CREATE TABLE t {KV}")
+    sql(
+        up,
+        db,
+        "INSERT INTO t VALUES (1, 'before rotation', 1), (2, 'b', 2)",
+        "FLUSH BINARY LOGS",
+        "UPDATE t SET v = 'after rotation' WHERE id = 1",
+        "INSERT INTO t VALUES (3, 'c', 3)",
+        "FLUSH BINARY LOGS",
+        "FLUSH BINARY LOGS",
+        "DELETE FROM t WHERE id = 2",
+    )
+
+
+# -- forms under a server-wide binlog setting ------------------------------------------------------
+
+
+def _mixed_writes(up: LocalMariaDB, db: str) -> None:
+    """A table's whole life: DDL, multi-row inserts with long values, updates, a key change, deletes."""
+    create_db(up, db, "CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(200), n INT, b BLOB)")
+    sql(
+        up,
+        db,
+        *[
+            ("INSERT INTO t VALUES (%s, %s, %s, %s)", (i, f"row {i} " + "x" * (i * 7), i, bytes([i]) * 50))
+            for i in range(1, 21)
+        ],
+        "BEGIN",
+        "UPDATE t SET v = CONCAT(v, ' updated'), n = n * 2 WHERE id % 3 = 0",
+        "UPDATE t SET id = id + 100 WHERE id % 5 = 0",
+        "DELETE FROM t WHERE id % 7 = 0",
+        "COMMIT",
+        "ALTER TABLE t ADD COLUMN extra VARCHAR(20) DEFAULT 'added'",
+        "INSERT INTO t (id, v, n, extra) VALUES (50, 'after alter', 50, 'set')",
+    )
+
+
+def compressed_binlog(up: LocalMariaDB, db: str) -> None:
+    """Every event of this form written with log_bin_compress=ON (min length 10); set back after."""
+    old = up.query("SELECT @@global.log_bin_compress, @@global.log_bin_compress_min_len")[0]
+    sql(up, None, "SET GLOBAL log_bin_compress = ON, log_bin_compress_min_len = 10")
+    try:
+        _mixed_writes(up, db)
+    finally:
+        sql(
+            up, None, f"SET GLOBAL log_bin_compress = {int(old[0])}, log_bin_compress_min_len = {int(old[1])}"
+        )
+
+
+def checksum_none(up: LocalMariaDB, db: str) -> None:
+    """This form's events written with binlog_checksum=NONE (the change rotates the binlog); set back after."""
+    old = str(up.query("SELECT @@global.binlog_checksum")[0][0])
+    sql(up, None, "SET GLOBAL binlog_checksum = NONE")
+    try:
+        _mixed_writes(up, db)
+    finally:
+        sql(up, None, f"SET GLOBAL binlog_checksum = {old}")
+
+
+FORMS: list[Form] = [
+    Form("savepoint_innodb", savepoint_innodb),
+    Form("savepoint_myisam", savepoint_myisam),
+    Form("rollback_mixed", rollback_mixed),
+    Form("xa_two_phase", xa_two_phase),
+    Form("xa_rollback", xa_rollback),
+    Form("xa_one_phase", xa_one_phase),
+    Form("create_select", create_select),
+    Form("insert_select", insert_select),
+    Form("replace_into", replace_into),
+    Form("upsert", upsert),
+    Form("multi_table_update", multi_table_update),
+    Form("multi_table_delete", multi_table_delete),
+    Form("load_data", load_data),
+    Form("trigger_writes", trigger_writes),
+    Form("procedure_writes", procedure_writes),
+    Form("flush_binary_logs", flush_binary_logs),
+    Form("nontransactional_engines", nontransactional_engines),
+    Form("engines_in_one_txn", engines_in_one_txn),
+    Form("temporary_table", temporary_table),
+    Form("key_changed_twice", key_changed_twice),
+    Form("insert_update_delete", insert_update_delete),
+    Form("truncate", truncate),
+    Form("rename_tables", rename_tables),
+    Form("exchange_partition", exchange_partition),
+    Form("generated_columns", generated_columns),
+    Form("invisible_columns", invisible_columns),
+    Form("charsets", charsets),
+    Form("large_values", large_values),
+    # the writes of the two server-setting forms below, with no setting: their control
+    Form("mixed_writes", _mixed_writes),
+]
+"""The forms of the main workload, written in this order in one binlog range."""
+
+COMPRESSED_FORMS = [Form("compressed_binlog", compressed_binlog)]
+CHECKSUM_FORMS = [Form("checksum_none", checksum_none)]
+
+
+def segments(forms: Sequence[Form]) -> list[Segment]:
+    """The oracle segments of a workload: each form writes its own database, in order."""
+
+    def segment(form: Form) -> Segment:
+        def write(up: LocalMariaDB) -> None:
+            try:
+                form.write(up, form.database)
+            except pymysql.MySQLError as exc:
+                raise AssertionError(f"form {form.name} failed on the upstream: {exc}") from exc
+
+        return Segment(form.name, write, (form.database,))
+
+    return [segment(form) for form in forms]

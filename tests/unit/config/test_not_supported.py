@@ -26,7 +26,9 @@ def test_max_batch_size_is_refused_by_name_in_the_uri_and_in_toml() -> None:
     assert str(exc.value).startswith(f"sink URI parameter 'max-batch-size' {TICDC}1: ")
     with pytest.raises(ConfigError) as toml_exc:
         _kafka(toml="[sink.kafka-config.codec-config]\nmax-batch-size = 16\n")
-    assert str(toml_exc.value).startswith(f"config key 'sink.kafka-config.codec-config.max-batch-size' {TICDC}1: ")
+    assert str(toml_exc.value).startswith(
+        f"config key 'sink.kafka-config.codec-config.max-batch-size' {TICDC}1: "
+    )
     # the one value sparkcdc behaves as is accepted (one event per message)
     _kafka("&max-batch-size=1")
     _kafka(toml="[sink.kafka-config.codec-config]\nmax-batch-size = 1\n")

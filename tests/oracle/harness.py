@@ -170,15 +170,20 @@ class Capture:
 class Oracle:
     """The upstream, its native replica, one downstream MariaDB per path and a Kafka broker."""
 
-    def __init__(self, root: Path, *, upstream_args: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self, root: Path, *, upstream_args: tuple[str, ...] = (), server_args: tuple[str, ...] = ()
+    ) -> None:
+        """``server_args``: options of every MariaDB (upstream, replica, downstreams): a workload that
+        counts on server defaults (a default engine, a charset) finds them on every side."""
         self.root = root
-        self.upstream = LocalMariaDB(server_id=1, extra_args=upstream_args)
-        self.replica = LocalMariaDB(server_id=2)
+        self.upstream = LocalMariaDB(server_id=1, extra_args=(*server_args, *upstream_args))
+        self.replica = LocalMariaDB(server_id=2, extra_args=server_args)
         # A statement that waits on a lock fails after 10 s instead of InnoDB's 50 (the mysql sink
         # retries a lock wait five times per attempt): each downstream has one writer, so a wait
         # that long is a stuck sink, and the run reports it in a minute, not in ten.
         self.downstreams = {
-            p: LocalMariaDB(binlog=False, extra_args=("--innodb-lock-wait-timeout=10",)) for p in PATHS
+            p: LocalMariaDB(binlog=False, extra_args=(*server_args, "--innodb-lock-wait-timeout=10"))
+            for p in PATHS
         }
         self.kafka = LocalTansu()
         self._started: list[Any] = []

@@ -166,7 +166,9 @@ def _columns_ddl(engine: str) -> str:
 
 def create_tables(upstream: LocalMariaDB, database: str) -> None:
     """(Re)create ``database`` with the workload's five tables."""
-    upstream.execute(f"DROP DATABASE IF EXISTS `{database}`", f"CREATE DATABASE `{database}`")
+    upstream.execute(
+        f"DROP DATABASE IF EXISTS `{database}`", f"CREATE DATABASE `{database}` CHARACTER SET utf8mb4"
+    )
     upstream.execute(
         f"CREATE TABLE t_a ({_columns_ddl('InnoDB')}",
         # A composite key, a varchar part of it.

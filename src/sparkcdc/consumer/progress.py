@@ -24,7 +24,8 @@ class ProgressTable:
         if not self._ready:
             with conn.cursor() as cur:
                 cur.execute("CREATE DATABASE IF NOT EXISTS " + quote_ident_raw(self.schema))
-                cur.execute(f"CREATE TABLE IF NOT EXISTS {self.name} ({self.columns})")
+                # InnoDB whatever the server's default engine: progress commits with the rows it covers.
+                cur.execute(f"CREATE TABLE IF NOT EXISTS {self.name} ({self.columns}) ENGINE=InnoDB")
             conn.commit()
             self._ready = True
         return conn

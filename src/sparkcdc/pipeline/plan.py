@@ -1,7 +1,8 @@
 """Batch planning on the driver: where each micro-batch ends and how it is split.
 
-A batch ends at a transaction boundary. Every DDL is a batch of its own (its
-end offset carries the DDL events), so a sink applies a DDL after every earlier
+A batch ends at a transaction boundary. DDLs are batches of their own (a run of
+DDL transactions with no rows in between is one batch; its end offset carries the
+DDL events, each with its commit_ts), so a sink applies a DDL after every earlier
 row is durable and before any later row. A DDL whose transaction also wrote rows
 (``CREATE TABLE ... SELECT``) carries them as the batch's segments: the sink
 applies the DDL, then writes them, with the DDL's commit_ts. A DML batch is split into segments of
@@ -32,6 +33,9 @@ from sparkcdc.model import DDLEvent, TableInfo
 from sparkcdc.pipeline.serde import ddl_from_dict, ddl_to_dict
 
 log = logging.getLogger(__name__)
+
+MAX_DDL_BATCH = 256
+"""DDL transactions in a row that one batch applies at most."""
 
 SPLIT_BYTES = 4 << 20
 """The default ``SourceSpec.split_bytes`` (read when a spec is made, so a test can lower it)."""
@@ -182,6 +186,7 @@ class Planner:
         self._idle = False
         cat = self._catalog_for(start)
         txns: list[TxnInfo] = []
+        ddl_txns: list[TxnInfo] = []
         total = 0
         for txn in self.scanner.scan(start):
             if target is not None and txn.ts > target:
@@ -190,13 +195,22 @@ class Planner:
             for st in txn.statement_rows:
                 check_statement_rows(st, self.filter.match)
             if txn.queries:
-                if txns:
+                # DDLs in a row are one batch (each keeps its commit_ts); a DDL with rows of its own
+                # (CREATE TABLE ... SELECT) is a batch alone: its rows follow it.
+                if txns or (txn.tables and ddl_txns):
                     break
-                return self._ddl_batch(start, txn, cat)
+                ddl_txns.append(txn)
+                if txn.tables or len(ddl_txns) >= MAX_DDL_BATCH:
+                    break
+                continue
+            if ddl_txns:
+                break
             txns.append(txn)
             total += txn.nbytes
             if total >= self.spec.max_batch_bytes:
                 break
+        if ddl_txns:
+            return self._ddl_batch(start, ddl_txns, cat)
         if not txns:
             self._idle = True
             return self._resolved_batch(start, resolved)
@@ -217,7 +231,30 @@ class Planner:
         self._catalog_at = plan.end  # no DDL in between: the catalog at start is the catalog at its end
         return plan
 
-    def _ddl_batch(self, start: Offset, txn: TxnInfo, cat: Any) -> BatchPlan:
+    def _ddl_batch(self, start: Offset, txns: list[TxnInfo], cat: Any) -> BatchPlan:
+        events: list[DDLEvent] = []
+        for txn in txns:
+            events.extend(self._ddl_events(txn, cat))
+        visible = [
+            e
+            for e in events
+            if (e.table and self.filter.match(e.schema, e.table))
+            or (not e.table and self.filter.match_schema(e.schema))
+            or (e.old_table is not None and self.filter.match(e.old_schema or e.schema, e.old_table))
+        ]
+        if self.event_filter.drops_ddl:
+            # The history already has these DDLs: a dropped one still changes the shape later rows have.
+            visible = [e for e in visible if not self._ignored_ddl(e)]
+        end = txns[-1].end
+        plan = BatchPlan(start, end, ddls=visible, is_ddl=True)
+        # CREATE TABLE ... SELECT: the rows of the statement's transaction follow its DDL.
+        self._add_rows(plan, txns, cat)
+        self._catalog_at = end
+        self._plans[(start, end)] = plan
+        return plan
+
+    def _ddl_events(self, txn: TxnInfo, cat: Any) -> list[DDLEvent]:
+        """Apply one transaction's DDL statements to the catalog and the history."""
         from sparkcdc.errors import SchemaError
 
         events: list[DDLEvent] = []
@@ -242,22 +279,7 @@ class Planner:
                         cat.put(e.table_info)
                     self.history.record(e)
                 events.extend(caught)
-        visible = [
-            e
-            for e in events
-            if (e.table and self.filter.match(e.schema, e.table))
-            or (not e.table and self.filter.match_schema(e.schema))
-            or (e.old_table is not None and self.filter.match(e.old_schema or e.schema, e.old_table))
-        ]
-        if self.event_filter.drops_ddl:
-            # The history already has these DDLs: a dropped one still changes the shape later rows have.
-            visible = [e for e in visible if not self._ignored_ddl(e)]
-        plan = BatchPlan(start, txn.end, ddls=visible, is_ddl=True)
-        # CREATE TABLE ... SELECT: the rows of the statement's transaction follow its DDL.
-        self._add_rows(plan, [txn], cat)
-        self._catalog_at = txn.end
-        self._plans[(start, txn.end)] = plan
-        return plan
+        return events
 
     def _redefine(self, cat: Any, query: str, default_schema: str | None, ts: int) -> list[DDLEvent] | None:
         """A CREATE TABLE older than the bootstrap shapes, applied as the binlog has it.

@@ -312,7 +312,7 @@ def test_planner_drops_a_filtered_ddl_after_the_history_applied_it() -> None:
     txn = TxnInfo(
         Offset("b.1", 4, 1), Offset("b.1", 9, 100), 100, 5, queries=[("db", add.query), ("db", drop.query)]
     )
-    plan = p._ddl_batch(Offset("b.1", 4, 1), txn, object())
+    plan = p._ddl_batch(Offset("b.1", 4, 1), [txn], object())
     assert p.history.applied == [add.query, drop.query]  # type: ignore[attr-defined]
     assert plan.is_ddl and plan.ddls == [drop]
 

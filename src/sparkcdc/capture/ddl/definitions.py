@@ -179,12 +179,32 @@ class DefinitionParser(TokenCursor):
                 length = int(self.next().value)
                 self.expect_op(")")
             self.accept_kw("ASC") or self.accept_kw("DESC")
-            parts.append((col, length))
+            if self.accept_kw("WITHOUT", "OVERLAPS"):
+                # an application-time period (MariaDB 10.5+): the key holds its end, then its start
+                start, end = self.period_columns(col)
+                parts += [(end, None), (start, None)]
+            else:
+                parts.append((col, length))
             if self.accept_op(","):
                 continue
             self.expect_op(")")
             break
         return parts, functional
+
+    def period_columns(self, period: str) -> tuple[str, str]:
+        """The (start, end) columns of ``PERIOD FOR period (start, end)`` in this statement."""
+        toks = self.toks
+        for k in range(len(toks) - 7):
+            if (
+                toks[k].upper == "PERIOD"
+                and toks[k + 1].upper == "FOR"
+                and toks[k + 2].value.lower() == period.lower()
+                and toks[k + 3].value == "("
+                and toks[k + 5].value == ","
+                and toks[k + 7].value == ")"
+            ):
+                return toks[k + 4].value, toks[k + 6].value
+        raise self.error(f"WITHOUT OVERLAPS names period {period!r}, which this statement does not define")
 
     def index_tail(self) -> bool:
         """Index options after the column list; True when USING HASH is among them."""
@@ -434,6 +454,10 @@ class DefinitionParser(TokenCursor):
             if self.is_op("("):
                 self.skip_parens()
             return _expr_default(self.toks[start : self.i])
+        if t.kind == "qid":
+            # DEFAULT `other_column` (MariaDB 10.2+: a default taken from an earlier column)
+            self.i += 1
+            return _expr_default([t])
         raise self.error("unsupported DEFAULT value")
 
 

@@ -92,7 +92,8 @@ PROGRESS_DDL = (
     "changefeed_id VARCHAR(128) NOT NULL, table_schema VARCHAR(64) NOT NULL, table_name VARCHAR(64) NOT NULL, "
     "commit_ts BIGINT UNSIGNED NOT NULL, seq BIGINT NOT NULL, complete TINYINT NOT NULL, "
     "updated_at TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP, "
-    "PRIMARY KEY (changefeed_id, table_schema, table_name)) DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin"
+    "PRIMARY KEY (changefeed_id, table_schema, table_name)) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 "
+    "COLLATE=utf8mb4_bin"  # InnoDB whatever the server's default engine: it commits with the rows
 )
 _RENAME = re.compile(r"^\s*(RENAME\s+TABLE|ALTER\s+TABLE\s+\S+\s+RENAME\s+(TO|AS)?)", re.IGNORECASE)
 

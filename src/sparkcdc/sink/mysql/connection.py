@@ -175,6 +175,13 @@ def _setup_session(conn: pymysql.Connection, p: ConnParams) -> None:
         mode = adjust_sql_mode(str(row[0]) if row and row[0] is not None else "")
         cur.execute("SET SESSION sql_mode = %s, SESSION foreign_key_checks = 0", (mode,))
         cur.execute("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
+        try:
+            # Rows the upstream committed are applied as they are, as a MariaDB replica applies row
+            # events: a CHECK constraint is the upstream's to enforce (MariaDB only; MySQL has none).
+            cur.execute("SET SESSION check_constraint_checks = 0")
+        except pymysql.err.MySQLError as exc:
+            if not (exc.args and exc.args[0] == ER_UNKNOWN_SYSTEM_VARIABLE):
+                raise
         if p.time_zone:
             try:
                 cur.execute("SET SESSION time_zone = %s", (p.time_zone,))

@@ -288,7 +288,7 @@ CASES: list[Case] = [
     Case(
         "target-before-start",
         _flags("--start-ts", "100", "--target-ts", "50"),
-        ["--target-ts 50", "--start-ts 100"],
+        ["ErrTargetTsBeforeStartTs", "start-ts 100", "target-ts 50"],
     ),
     Case(
         "target-reached",

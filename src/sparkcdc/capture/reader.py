@@ -7,6 +7,7 @@ import re
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
 
+from sparkcdc.capture.catalog.scope import unquote_ident
 from sparkcdc.capture.offset import Offset
 from sparkcdc.capture.protocol import BinlogStream
 from sparkcdc.capture.row_image import check_full_image
@@ -320,10 +321,6 @@ _DML_TARGET = re.compile(
 )
 
 
-def _unquote(name: str) -> str:
-    return name[1:-1].replace("``", "`") if name.startswith("`") else name
-
-
 def statement_target(query: str, schema: str) -> tuple[str, str] | None:
     """The one table a statement-format row change writes, or None when that is not plain to see
     (several tables, a CALL, a statement this does not read)."""
@@ -334,8 +331,8 @@ def statement_target(query: str, schema: str) -> tuple[str, str] | None:
     if rest.startswith(",") or re.match(r"(?i)(?:AS\s+)?\w*\s*(?:,|JOIN\b|STRAIGHT_JOIN\b)", rest):
         return None
     if m.group("b") is not None:
-        return _unquote(m.group("a")), _unquote(m.group("b"))
-    return schema, _unquote(m.group("a"))
+        return unquote_ident(m.group("a")), unquote_ident(m.group("b"))
+    return schema, unquote_ident(m.group("a"))
 
 
 def check_statement_rows(item: StatementRows, match: TableMatch | None) -> None:

@@ -65,7 +65,8 @@ _TABLE_DDL = re.compile(
 )
 
 
-def _unquote(ident: str) -> str:
+def unquote_ident(ident: str) -> str:
+    """A backquoted identifier's name (doubled backquotes undone); a bare one as it is."""
     return ident[1:-1].replace("``", "`") if ident.startswith("`") else ident
 
 
@@ -74,9 +75,9 @@ def unparsed_table(query: str, default_schema: str | None) -> tuple[str, str] | 
     m = _TABLE_DDL.match(query)
     if m is None:
         return None
-    first, second = _unquote(m.group(1)), m.group(2)
+    first, second = unquote_ident(m.group(1)), m.group(2)
     if second is not None:
-        return first, _unquote(second)
+        return first, unquote_ident(second)
     if default_schema is None:
         return None
     return default_schema, first

@@ -37,6 +37,7 @@ their messages list the path's failures.
 from __future__ import annotations
 
 import json
+import os
 import re
 import time
 from collections import Counter
@@ -54,8 +55,9 @@ from tests.e2e.workload import CliProcess, q, run_args, run_cli
 PATHS = ("mysql", "storage", "kafka")
 """The three sparkcdc paths, in the order they are reported."""
 
-RUN_TIMEOUT = 600.0
-CONSUMER_TIMEOUT = 300.0
+RUN_TIMEOUT = float(os.environ.get("SPARKCDC_ORACLE_RUN_TIMEOUT", "600"))
+"""Seconds one sparkcdc run may take to reach its target; long bench workloads raise it."""
+CONSUMER_TIMEOUT = float(os.environ.get("SPARKCDC_ORACLE_CONSUMER_TIMEOUT", "300"))
 KAFKA_PARTITIONS = 3
 MAX_ROUNDS = 12
 """Runs of one path over one capture at most (the first and the restarts after failing segments)."""

@@ -389,6 +389,19 @@ class CSVDecoder(_CSVFormat):
     def records(self, data: bytes | str) -> Iterator[list[_Field]]:
         """Split raw CSV into records of (text, quoted) fields; NULL fields have text None."""
         s = data if isinstance(data, str) else data.decode("utf-8", _ENCODING_ERRORS)
+        for fields, _end in self._records(s):
+            yield fields
+
+    def record_sizes(self, data: bytes) -> Iterator[tuple[list[_Field], int]]:
+        """Each record of raw CSV with its size in bytes (terminator included)."""
+        s = data.decode("utf-8", _ENCODING_ERRORS)
+        start = 0
+        for fields, end in self._records(s):
+            yield fields, len(s[start:end].encode("utf-8", _ENCODING_ERRORS))
+            start = end
+
+    def _records(self, s: str) -> Iterator[tuple[list[_Field], int]]:
+        """``records`` over text: each record with the offset just past it."""
         n = len(s)
         pos = 0
         quote, delim, term = self.quote, self.delimiter, self.terminator
@@ -436,14 +449,14 @@ class CSVDecoder(_CSVFormat):
                     raw = s[start:pos]
                     fields.append((None if raw == self.null else "".join(parts), False))
                 if pos >= n:
-                    yield fields
+                    yield fields, pos
                     return
                 if s.startswith(delim, pos):
                     pos += len(delim)
                     continue
                 if s.startswith(term, pos):
                     pos += len(term)
-                    yield fields
+                    yield fields, pos
                     break
                 raise DecodeError(
                     f"unexpected {s[pos : pos + 10]!r} after a CSV field at offset {pos}; "

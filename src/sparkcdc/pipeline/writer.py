@@ -118,6 +118,20 @@ def _row_at(
     return row, info
 
 
+def task_retried() -> bool:
+    """Whether this Spark task runs again after a failed attempt; False outside Spark.
+
+    (PySpark does not tell a task of a re-attempted stage, which Spark starts after a lost
+    shuffle block, from a first attempt.)
+    """
+    try:
+        from pyspark import TaskContext
+    except ImportError:
+        return False
+    tc = TaskContext.get()
+    return tc is not None and tc.attemptNumber() > 0
+
+
 class RouteWriters:
     """Executor: one sink writer per route group of a task, fed rows in (commit_ts, seq) order."""
 
@@ -129,6 +143,7 @@ class RouteWriters:
         batch_id: int,
         segment: int = 0,
         segments: int = 1,
+        replay: bool | None = None,
     ) -> None:
         self.sink = sink
         self.tables = tables
@@ -136,6 +151,10 @@ class RouteWriters:
         self.batch_id = batch_id
         self.segment = segment
         self.segments = segments
+        self.replay = False if replay is None else replay or task_retried()
+        """An earlier attempt of the batch (or of this task) may have published part of it; ``replay``
+        None: rows that are never a replay of published ones (the initial snapshot's ranges share one
+        commit_ts and are copied once by the snapshot's own state)."""
         self.writers: dict[int, PartitionWriter] = {}
         self.counts: dict[int, int] = {}
         self.custom_route = _has_custom_route(sink)
@@ -167,7 +186,14 @@ class RouteWriters:
                 t = TableInfo.from_dict(d)
                 self.ctx_tables[(t.schema, t.table, t.version)] = t
         ctx = WriterContext(
-            self.changefeed_id, self.batch_id, r, 0, self.ctx_tables, self.segment, self.segments
+            self.changefeed_id,
+            self.batch_id,
+            r,
+            0,
+            self.ctx_tables,
+            self.segment,
+            self.segments,
+            self.replay,
         )
         w = self.writers[r] = self.sink.open_writer(ctx)
         self.counts[r] = 0
@@ -227,14 +253,18 @@ class RouteWriters:
 
 
 def make_writer(
-    sink: Sink, tables: dict[tuple[str, str], dict[str, Any]], changefeed_id: str, batch_id: int
+    sink: Sink,
+    tables: dict[tuple[str, str], dict[str, Any]],
+    changefeed_id: str,
+    batch_id: int,
+    replay: bool | None = None,
 ) -> Callable[[Iterator[Any]], Iterator[Any]]:
     """mapInArrow function writing rows (sorted by commit_ts, seq) and yielding commit messages."""
 
     def write_batches(batches: Iterator[Any]) -> Iterator[Any]:
         from sparkcdc.pipeline.arrow_columns import batch, strings
 
-        out = RouteWriters(sink, tables, changefeed_id, batch_id)
+        out = RouteWriters(sink, tables, changefeed_id, batch_id, replay=replay)
         infos: dict[Any, TableInfo] = {}
         tally = out.tally
         try:
@@ -266,6 +296,7 @@ def make_segment_writer(
     changefeed_id: str,
     batch_id: int,
     segments: list[str] | None = None,
+    replay: bool = False,
 ) -> Callable[[Iterator[Any]], Iterator[Any]]:
     """mapInArrow function over segment rows (``SEGMENT_SCHEMA``): decode each segment and write it.
 
@@ -287,7 +318,7 @@ def make_segment_writer(
                 texts = [segments[i] for i in rb.column("id").to_pylist()]
             for text in texts:
                 part = BinlogPartition.from_json(text)
-                out = RouteWriters(sink, tables, changefeed_id, batch_id, part.index, part.count)
+                out = RouteWriters(sink, tables, changefeed_id, batch_id, part.index, part.count, replay)
                 fallback: dict[tuple[str, str], TableInfo] = {}
                 try:
                     for rows, info, _own in iter_segment_batches(part, out.tally):
@@ -336,8 +367,20 @@ class BatchWriter:
         """Where the source's runner leaves each batch's segments (source option ``segments-dir``)."""
         self.before_resolved = before_resolved
         """Saves a batch without transactions (a raised chain state) before the sink publishes its ts."""
+        self.replay = True
+        """The next batch may repeat what the sink published: the first one after a start or a
+        failure, and every one that ends below the checkpoint the sink's output already held."""
 
     def __call__(self, df: Any, batch_id: int) -> None:
+        try:
+            end_ts = self._batch(df, batch_id)
+        except BaseException:
+            self.replay = True
+            raise
+        self.replay = end_ts < self.sink.published_checkpoint()
+
+    def _batch(self, df: Any, batch_id: int) -> int:
+        """Write and commit one batch; its checkpoint."""
         t0 = time.monotonic()
         end = read_batch_offset(self.checkpoint_dir, batch_id)
         end_off = offset_of(end)
@@ -357,12 +400,12 @@ class BatchWriter:
             self.on_commit(
                 BatchResult(batch_id, end_off.ts, end, 0, len(ddls), done - t0, sink_seconds=done - t_sink)
             )
-            return
+            return end_off.ts
         # A DDL with rows of its own transaction (CREATE TABLE ... SELECT) was applied above.
         if self.segments_mode:
             res = self._write_segments(df, batch_id, end_off.ts, end)
         else:
-            res = self._write_df(df, batch_id, end_off.ts, int(end.get("segments", 2)))
+            res = self._write_df(df, batch_id, end_off.ts, int(end.get("segments", 2)), self.replay)
         self.on_commit(
             BatchResult(
                 batch_id,
@@ -375,6 +418,7 @@ class BatchWriter:
                 res.sink_seconds,
             )
         )
+        return end_off.ts
 
     def write_rows(self, df: Any, batch_id: int, checkpoint_ts: int) -> BatchResult:
         """Write a DataFrame of rows (``SOURCE_SCHEMA``) as one batch committed at ``checkpoint_ts``.
@@ -382,7 +426,7 @@ class BatchWriter:
         For rows that do not come from a streaming batch (the initial snapshot): no DDL, the
         shapes are the schema history's at ``checkpoint_ts``, and ``on_commit`` is not called.
         """
-        return self._write_df(df, batch_id, checkpoint_ts, segments=2)
+        return self._write_df(df, batch_id, checkpoint_ts, segments=2, replay=None)
 
     def _tables_at(self, checkpoint_ts: int) -> dict[tuple[str, str], dict[str, Any]]:
         history = self.history_cls.open(self.history_store)
@@ -424,14 +468,18 @@ class BatchWriter:
             df = df.sparkSession.range(0, len(segments), 1, len(segments))
         tables = self._tables_at(checkpoint_ts)
         out = map_in_arrow(
-            df, make_segment_writer(self.sink, tables, self.changefeed_id, batch_id, segments), "msg string"
+            df,
+            make_segment_writer(self.sink, tables, self.changefeed_id, batch_id, segments, self.replay),
+            "msg string",
         )
         res = self._commit_messages(out, batch_id, checkpoint_ts)
         if segments is not None:
             drop_planned_segments(self.segments_dir, end)
         return res
 
-    def _write_df(self, df: Any, batch_id: int, checkpoint_ts: int, segments: int) -> BatchResult:
+    def _write_df(
+        self, df: Any, batch_id: int, checkpoint_ts: int, segments: int, replay: bool | None
+    ) -> BatchResult:
         """Route, order and write a DataFrame of rows, then commit the sink at ``checkpoint_ts``."""
         from pyspark.sql import functions as F
 
@@ -460,5 +508,7 @@ class BatchWriter:
             # Several route groups may share a Spark task: the writer function keeps one writer per group.
             tasks = min(n, max(1, int(df.sparkSession.sparkContext.defaultParallelism)))
             shaped = routed.repartition(tasks, "route").sortWithinPartitions("commit_ts", "seq")
-        out = map_in_arrow(shaped, make_writer(sink, tables, self.changefeed_id, batch_id), "msg string")
+        out = map_in_arrow(
+            shaped, make_writer(sink, tables, self.changefeed_id, batch_id, replay), "msg string"
+        )
         return self._commit_messages(out, batch_id, checkpoint_ts)

@@ -55,6 +55,10 @@ class WriterContext:
     """With ``segments > 1``: which of the batch's segments this writer's rows come from."""
     segments: int = 1
     """How many segments of the batch are written at the same time (only for ``parallel_segments`` sinks)."""
+    replay: bool = False
+    """An earlier attempt of this batch may have published part of it (the first batch after a start
+    or a failure, or a task Spark runs again): a sink that cannot make its writes idempotent checks
+    what is already there (the storage sink's ``replay``)."""
 
 
 class PartitionWriter(ABC):
@@ -127,6 +131,13 @@ class Sink(ABC):
     def commit(self, batch_id: int, messages: list[dict[str, Any]], checkpoint_ts: int) -> None:
         """Driver: every writer of the batch succeeded; record checkpoint_ts if the sink keeps one."""
         return None
+
+    def published_checkpoint(self) -> int:
+        """Driver: the largest checkpoint this sink's output already holds (0 when it keeps none).
+
+        Batches that end below it replay what was published before (``WriterContext.replay``).
+        """
+        return 0
 
     def close(self) -> None:
         """Driver: release resources at shutdown."""

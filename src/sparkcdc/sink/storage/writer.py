@@ -25,7 +25,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from sparkcdc.errors import SchemaError
+from sparkcdc.errors import SchemaError, SinkError
 from sparkcdc.model import RowChange, TableInfo
 from sparkcdc.sink.base import PartitionWriter, WriterContext
 from sparkcdc.sink.objectstore import AtomicFile, StorageBackend
@@ -39,6 +39,7 @@ from sparkcdc.sink.storage.layout import (
     parse_schema_file_path,
     schema_meta_dir,
 )
+from sparkcdc.sink.storage.replay import PublishedTail, published_tail, tail_has_commit_ts
 from sparkcdc.sink.storage.schema_file import TableDefinition
 
 log = logging.getLogger(__name__)
@@ -126,10 +127,15 @@ class _Buffer:
     rows: int = 0
     last_commit_ts: int = 0
     full: bool = False
+    tail: PublishedTail | None = None
+    """In a batch that may be a replay: what an earlier attempt published in the directory."""
 
 
 class StorageWriter(PartitionWriter):
     """Writes one route group of one batch into data files."""
+
+    _warned_untimed = False
+    """A replay without commit_ts in the records was reported (once per process)."""
 
     def __init__(self, settings: StorageSettings, ctx: WriterContext, encoder: RowEncoder) -> None:
         self.settings = settings
@@ -171,12 +177,16 @@ class StorageWriter(PartitionWriter):
                         s.date_separator, row.commit_ts, s.time_zone
                     )
                 buf = self._buffers[key] = _Buffer(row.schema, row.table, version, table, date=date)
+                if self.ctx.replay:
+                    buf.tail = self._published_tail(buf)
             bound = self._bound[(row.schema, row.table, row.table_version)] = (
                 table,
                 buf,
                 self.encoder.table_encoder(table, row),
             )
         _, buf, encode = bound
+        if buf.tail is not None and self._published(buf, row, table, encode):
+            return
         if buf.full and (
             self.settings.transaction_atomicity != "table" or row.commit_ts != buf.last_commit_ts
         ):
@@ -204,6 +214,42 @@ class StorageWriter(PartitionWriter):
             self._max_commit_ts = row.commit_ts
         if buf.size + buf.held >= self.settings.file_size:
             buf.full = True
+
+    def _published_tail(self, buf: _Buffer) -> PublishedTail | None:
+        """What is published at the end of the buffer's directory (see ``replay``)."""
+        s, enc = self.settings, self.encoder
+        if not tail_has_commit_ts(s.protocol, enc.config, enc.enable_tidb_extension):
+            if not StorageWriter._warned_untimed:
+                StorageWriter._warned_untimed = True
+                log.warning(
+                    "a replayed batch cannot tell which of its rows an earlier attempt published: the "
+                    "records carry no commit_ts (set [sink.csv] include-commit-ts = true, or "
+                    "enable-tidb-extension=true for canal-json); they are published again (at least once)"
+                )
+            return None
+        directory = DataDir(buf.schema, buf.table, buf.version, None, buf.date)
+        return published_tail(s.backend, directory, s.protocol, enc.config, s.extension, s.file_index_width)
+
+    def _published(self, buf: _Buffer, row: RowChange, table: TableInfo, encode: Any) -> bool:
+        """Whether an earlier attempt of this batch published ``row`` already (then it is skipped)."""
+        tail = buf.tail
+        assert tail is not None
+        if row.commit_ts < tail.commit_ts:
+            return True
+        if row.commit_ts == tail.commit_ts and tail.size > 0:
+            rows = (
+                [row] if row.op != "U" or self.settings.output_raw_change_event else split_update(row, table)
+            )
+            tail.size -= sum(len(encode(r)) for r in rows)
+            if tail.size < 0:
+                raise SinkError(
+                    f"{tail.path} ends with part of a record of the transaction at commit_ts "
+                    f"{row.commit_ts} that this replay writes differently; the directory was written by "
+                    "another configuration or changed by hand: stop the changefeed and check it"
+                )
+            return True
+        buf.tail = None
+        return False
 
     def close(self) -> dict[str, Any]:
         """Write every buffer as a file; return the files written."""

@@ -688,6 +688,66 @@ def large_values(up: LocalMariaDB, db: str) -> None:
     )
 
 
+def compressed_columns(up: LocalMariaDB, db: str) -> None:
+    """MariaDB's COMPRESSED columns (zlib, binlog types 140/141): short values are stored as they
+    are, long repetitive ones compressed; empty and NULL values; a latin1 one among utf8mb4 ones."""
+    create_db(
+        up,
+        db,
+        "CREATE TABLE t (id INT PRIMARY KEY, "
+        "s VARCHAR(200) COMPRESSED, "
+        "l VARCHAR(2000) COMPRESSED CHARACTER SET latin1, "
+        "vb VARBINARY(3000) COMPRESSED, "
+        "doc TEXT COMPRESSED, "
+        "img MEDIUMBLOB COMPRESSED, "
+        "plain VARCHAR(20) CHARACTER SET latin1) DEFAULT CHARSET=utf8mb4",
+    )
+    long_text = "compressible é 😀 " * 400
+    rows = [
+        (1, "short é", "ÿé", b"\x00\x01", "tiny", b"\xff", "à"),
+        (2, "é" * 190, "à" * 1500, bytes(range(256)) * 10, long_text, bytes(range(256)) * 400, "ÿ"),
+        (3, "", "", b"", "", b"", ""),
+        (4, None, None, None, None, None, None),
+    ]
+    sql(
+        up,
+        db,
+        "SET SESSION column_compression_threshold = 8",
+        *[("INSERT INTO t VALUES (%s, %s, %s, %s, %s, %s, %s)", r) for r in rows],
+        ("UPDATE t SET doc = %s, s = 'now short' WHERE id = 2", ("ünïcode " * 300,)),
+        ("UPDATE t SET doc = %s, img = %s WHERE id = 1", (long_text, b"\x00" * 50000)),
+        "DELETE FROM t WHERE id = 3",
+    )
+
+
+def mariadb_types(up: LocalMariaDB, db: str) -> None:
+    """MariaDB's UUID, INET4 and INET6 types, as values and as primary keys (updated and deleted by key)."""
+    create_db(
+        up,
+        db,
+        "CREATE TABLE t (id INT PRIMARY KEY, u UUID, i4 INET4, i6 INET6, v VARCHAR(10))",
+        "CREATE TABLE by_uuid (u UUID PRIMARY KEY, v VARCHAR(10))",
+        "CREATE TABLE by_inet6 (a INET6 PRIMARY KEY, b INET4 NOT NULL, v INT, UNIQUE KEY (b))",
+    )
+    sql(
+        up,
+        db,
+        "INSERT INTO t VALUES (1, '123e4567-e89b-12d3-a456-426655440000', '192.168.0.1', '2001:db8::ff00:42:8329', 'a'),"
+        " (2, '00000000-0000-0000-0000-000000000000', '0.0.0.0', '::', 'b'),"
+        " (3, 'ffffffff-ffff-ffff-ffff-ffffffffffff', '255.255.255.255', '::ffff:192.0.2.128', 'c'),"
+        " (4, NULL, NULL, NULL, 'd')",
+        "UPDATE t SET u = '6ccd780c-baba-1026-9564-5b8c656024db', i6 = 'fe80::1' WHERE id = 1",
+        "INSERT INTO by_uuid VALUES ('123e4567-e89b-12d3-a456-426655440000', 'x'),"
+        " ('6ccd780c-baba-1026-9564-5b8c656024db', 'y'), ('00000000-0000-0000-0000-000000000001', 'z')",
+        "UPDATE by_uuid SET v = 'moved', u = 'aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee' "
+        "WHERE u = '123e4567-e89b-12d3-a456-426655440000'",
+        "DELETE FROM by_uuid WHERE u = '00000000-0000-0000-0000-000000000001'",
+        "INSERT INTO by_inet6 VALUES ('2001:db8::1', '10.0.0.1', 1), ('::1', '127.0.0.1', 2), ('fe80::2', '10.0.0.2', 3)",
+        "UPDATE by_inet6 SET v = v + 10, b = '10.9.9.9' WHERE a = '::1'",
+        "DELETE FROM by_inet6 WHERE a = 'fe80::2'",
+    )
+
+
 def flush_binary_logs(up: LocalMariaDB, db: str) -> None:
     """Writes on both sides of FLUSH BINARY LOGS (a binlog rotation in the middle of the workload)."""
     create_db(up, db, f"CREATE TABLE t {KV}")
@@ -778,6 +838,8 @@ FORMS: list[Form] = [
     Form("invisible_columns", invisible_columns),
     Form("charsets", charsets),
     Form("large_values", large_values),
+    Form("compressed_columns", compressed_columns),
+    Form("mariadb_types", mariadb_types),
     # the writes of the two server-setting forms below, with no setting: their control
     Form("mixed_writes", _mixed_writes),
 ]

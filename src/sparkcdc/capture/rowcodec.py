@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import struct
 import time
+import zlib
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -278,9 +279,10 @@ _READABLE_TYPES = frozenset(
         tmod.T_BLOB,
         tmod.T_GEOMETRY,
         tmod.T_JSON,
+        *tmod.COMPRESSED_TYPES,
     }
 )
-"""The binlog column types the decoders read."""
+"""The binlog column types the decoders read (compressed columns only the Python one)."""
 
 
 def check_readable(tm: TableMap, i: int) -> None:
@@ -391,6 +393,8 @@ def read_value(tm: TableMap, tsr: TimestampRenderer, i: int, buf: bytes, p: int)
     if t in _STRING_TYPES:
         maxlen = m[1] if isinstance(m, tuple) else m
         length_bytes = 2 if maxlen > 255 else 1
+    elif t == tmod.T_VARCHAR_COMPRESSED:
+        length_bytes = 2 if _int_meta(m) > 255 else 1
     else:
         length_bytes = _int_meta(m)
     _need(buf, p, length_bytes, i)
@@ -398,6 +402,8 @@ def read_value(tm: TableMap, tsr: TimestampRenderer, i: int, buf: bytes, p: int)
     p += length_bytes
     _need(buf, p, n, i)
     raw = buf[p : p + n]
+    if t in tmod.COMPRESSED_TYPES:
+        raw = column_uncompress(raw, tm, i)
     if codec != "binary":
         return raw.decode(codec, "surrogateescape"), p + n
     if t == tmod.T_STRING and tm.plugin_types:
@@ -408,6 +414,39 @@ def read_value(tm: TableMap, tsr: TimestampRenderer, i: int, buf: bytes, p: int)
         # BINARY(n) is stored without its trailing zero bytes; SELECT shows them.
         return raw.ljust(maxlen, b"\x00"), p + n
     return raw, p + n
+
+
+def column_uncompress(raw: bytes, tm: TableMap, i: int) -> bytes:
+    """The value of a MariaDB COMPRESSED column from its stored form.
+
+    Empty stays empty. Otherwise a header byte: method in the high nibble (0: the bytes follow
+    as they are; 8: zlib), and for zlib the byte count of the original length (low 3 bits,
+    the length follows big-endian) and bit 3 set for a raw deflate stream without zlib's wrapper.
+    """
+    if not raw:
+        return raw
+    head = raw[0]
+    method = head >> 4
+    if method == 0:
+        return raw[1:]
+    where = f"column {tm.schema}.{tm.table}.{tm.names[i]}"
+    if method != 8:
+        raise DecodeError(
+            f"{where} is compressed with method {method}, which sparkcdc cannot read (only zlib, 8)"
+        )
+    nlen = head & 0x07
+    length = int.from_bytes(raw[1 : 1 + nlen], "big")
+    try:
+        out = zlib.decompressobj(-zlib.MAX_WBITS if head & 0x08 else zlib.MAX_WBITS).decompress(
+            raw[1 + nlen :]
+        )
+    except zlib.error as exc:
+        raise DecodeError(f"{where}: its zlib-compressed value does not inflate ({exc})") from exc
+    if len(out) != length:
+        raise DecodeError(
+            f"{where}: its compressed value inflates to {len(out)} bytes, not the {length} it declares"
+        )
+    return out
 
 
 def read_image(

@@ -33,6 +33,11 @@ T_BIT = 16
 T_TIMESTAMP2 = 17
 T_DATETIME2 = 18
 T_TIME2 = 19
+T_BLOB_COMPRESSED = 140
+"""MariaDB's BLOB/TEXT ... COMPRESSED in a table map and row events (only there: the column's type is BLOB)."""
+T_VARCHAR_COMPRESSED = 141
+"""MariaDB's VARCHAR/VARBINARY ... COMPRESSED, likewise."""
+COMPRESSED_TYPES = frozenset({T_BLOB_COMPRESSED, T_VARCHAR_COMPRESSED})
 T_JSON = 245
 T_NEWDECIMAL = 246
 T_ENUM = 247
@@ -48,7 +53,9 @@ T_GEOMETRY = 255
 NUMERIC_TYPES = frozenset(
     {T_TINY, T_SHORT, T_INT24, T_LONG, T_LONGLONG, T_NEWDECIMAL, T_FLOAT, T_DOUBLE, T_YEAR}
 )
-CHARACTER_TYPES = frozenset({T_STRING, T_VAR_STRING, T_VARCHAR, T_BLOB, T_GEOMETRY})
+CHARACTER_TYPES = frozenset(
+    {T_STRING, T_VAR_STRING, T_VARCHAR, T_BLOB, T_GEOMETRY, T_BLOB_COMPRESSED, T_VARCHAR_COMPRESSED}
+)
 
 # Charset ids that are binary; every other id is decoded as text.
 BINARY_CHARSET = 63
@@ -210,10 +217,20 @@ def parse_table_map(body: bytes, *, mariadb: bool = True) -> TableMap:
     real_types: list[int] = []
     for t in types:
         real = t
-        if t in (T_FLOAT, T_DOUBLE, T_BLOB, T_GEOMETRY, T_JSON, T_TIMESTAMP2, T_DATETIME2, T_TIME2):
+        if t in (
+            T_FLOAT,
+            T_DOUBLE,
+            T_BLOB,
+            T_GEOMETRY,
+            T_JSON,
+            T_TIMESTAMP2,
+            T_DATETIME2,
+            T_TIME2,
+            T_BLOB_COMPRESSED,
+        ):
             meta.append(body[pos])
             pos += 1
-        elif t in (T_VARCHAR, T_VAR_STRING):
+        elif t in (T_VARCHAR, T_VAR_STRING, T_VARCHAR_COMPRESSED):
             meta.append(int.from_bytes(body[pos : pos + 2], "little"))
             pos += 2
         elif t == T_NEWDECIMAL:
@@ -379,11 +396,11 @@ def table_info_from_map(tm: TableMap, version: int = 0) -> TableInfo:
             name, kw = "enum", {"elements": tuple(tm.enum_values.get(i, ()))}
         elif real == T_SET:
             name, kw = "set", {"elements": tuple(tm.set_values.get(i, ()))}
-        elif real in (T_VARCHAR, T_VAR_STRING):
+        elif real in (T_VARCHAR, T_VAR_STRING, T_VARCHAR_COMPRESSED):
             name = "varbinary" if binary else "varchar"
         elif real == T_STRING:
             name = "binary" if binary else "char"
-        elif real in (T_BLOB, T_JSON):
+        elif real in (T_BLOB, T_JSON, T_BLOB_COMPRESSED):
             blob, text = _BLOB_BY_LEN.get(m if isinstance(m, int) else 4, ("longblob", "longtext"))
             name = blob if binary else text
             if real == T_JSON:

@@ -720,6 +720,29 @@ def compressed_columns(up: LocalMariaDB, db: str) -> None:
     )
 
 
+def ddl_sql_mode(up: LocalMariaDB, db: str) -> None:
+    """DDLs whose effect depends on the session's sql_mode, run without NO_AUTO_VALUE_ON_ZERO (which a
+    MySQL downstream applies rows with): MODIFY ... AUTO_INCREMENT numbers the 0 values, as on the
+    native replica, which runs each DDL with the sql_mode its binlog event records."""
+    create_db(
+        up,
+        db,
+        "CREATE TABLE numbered (id INT NOT NULL, v INT, KEY (id))",
+        "CREATE TABLE added (v INT)",
+    )
+    sql(
+        up,
+        db,
+        "INSERT INTO numbered VALUES (0, 1), (0, 2), (5, 3)",
+        "INSERT INTO added VALUES (10), (20)",
+        "SET SESSION sql_mode = ''",
+        "ALTER TABLE numbered MODIFY id INT NOT NULL AUTO_INCREMENT",
+        "ALTER TABLE added ADD COLUMN id INT NOT NULL AUTO_INCREMENT PRIMARY KEY FIRST",
+        "INSERT INTO numbered (v) VALUES (4)",
+        "INSERT INTO added (v) VALUES (30)",
+    )
+
+
 def mariadb_types(up: LocalMariaDB, db: str) -> None:
     """MariaDB's UUID, INET4 and INET6 types, as values and as primary keys (updated and deleted by key)."""
     create_db(
@@ -840,6 +863,7 @@ FORMS: list[Form] = [
     Form("large_values", large_values),
     Form("compressed_columns", compressed_columns),
     Form("mariadb_types", mariadb_types),
+    Form("ddl_sql_mode", ddl_sql_mode),
     # the writes of the two server-setting forms below, with no setting: their control
     Form("mixed_writes", _mixed_writes),
 ]

@@ -484,8 +484,8 @@ class TxnInfo:
     ts: int
     nbytes: int
     tables: set[tuple[str, str]] = field(default_factory=set)
-    queries: list[tuple[str, str]] = field(default_factory=list)
-    """(default schema, query) of its DDL statements."""
+    queries: list[tuple[str, str, str | None]] = field(default_factory=list)
+    """(default schema, query, the session sql_mode it ran with) of its DDL statements."""
     statement_rows: list[StatementRows] = field(default_factory=list)
     """Row changes logged as statements (refused by a changefeed that captures their table)."""
 
@@ -521,7 +521,7 @@ class Scanner:
                         cur.tables.add((item.tm.schema, item.tm.table))
                 elif isinstance(item, QueryItem):
                     if cur is not None:
-                        cur.queries.append((item.schema, item.query))
+                        cur.queries.append((item.schema, item.query, item.sql_mode))
                 elif isinstance(item, StatementRows):
                     if cur is not None:
                         cur.statement_rows.append(item)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -16,6 +17,8 @@ from sparkcdc.capture.protocol import BinlogStream, RawEvent
 from sparkcdc.capture.statement_kind import StatementKind, classify, savepoint_name, xa_xid
 from sparkcdc.capture.tablemap import TableMap, parse_table_map
 from sparkcdc.errors import DecodeError, UpstreamSetupError
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(slots=True)
@@ -53,6 +56,8 @@ class QueryItem:
 
     query: str
     schema: str
+    sql_mode: str | None = None
+    """The session ``sql_mode`` the event records (``sql_mode_names``), None when it records none."""
 
 
 @dataclass(slots=True)
@@ -154,6 +159,88 @@ def parse_query(body: bytes) -> tuple[str, str]:
     schema = body[p : p + db_len].decode("utf-8", "surrogateescape")
     p += db_len + 1
     return schema, body[p:].decode("utf-8", "surrogateescape")
+
+
+Q_FLAGS2_CODE = 0
+Q_SQL_MODE_CODE = 1
+
+
+def query_sql_mode(body: bytes) -> int | None:
+    """The ``sql_mode`` bits a QUERY event's status variables record, None without them.
+
+    Servers write ``Q_FLAGS2`` (4 bytes) first and ``Q_SQL_MODE`` (8 bytes) next, so only
+    those two are read.
+    """
+    status_len = struct.unpack_from("<H", body, 11)[0]
+    p, end = 13, 13 + status_len
+    while p < end:
+        code = body[p]
+        if code == Q_FLAGS2_CODE:
+            p += 5
+        elif code == Q_SQL_MODE_CODE and p + 9 <= end:
+            return int.from_bytes(body[p + 1 : p + 9], "little")
+        else:
+            return None
+    return None
+
+
+_SQL_MODE_BITS = (
+    "REAL_AS_FLOAT",
+    "PIPES_AS_CONCAT",
+    "ANSI_QUOTES",
+    "IGNORE_SPACE",
+    "IGNORE_BAD_TABLE_OPTIONS",
+    "ONLY_FULL_GROUP_BY",
+    "NO_UNSIGNED_SUBTRACTION",
+    "NO_DIR_IN_CREATE",
+    "POSTGRESQL",
+    "ORACLE",
+    "MSSQL",
+    "DB2",
+    "MAXDB",
+    "NO_KEY_OPTIONS",
+    "NO_TABLE_OPTIONS",
+    "NO_FIELD_OPTIONS",
+    "MYSQL323",
+    "MYSQL40",
+    "ANSI",
+    "NO_AUTO_VALUE_ON_ZERO",
+    "NO_BACKSLASH_ESCAPES",
+    "STRICT_TRANS_TABLES",
+    "STRICT_ALL_TABLES",
+    "NO_ZERO_IN_DATE",
+    "NO_ZERO_DATE",
+    "ALLOW_INVALID_DATES",
+    "ERROR_FOR_DIVISION_BY_ZERO",
+    "TRADITIONAL",
+    "NO_AUTO_CREATE_USER",
+    "HIGH_NOT_PRECEDENCE",
+    "NO_ENGINE_SUBSTITUTION",
+    "PAD_CHAR_TO_FULL_LENGTH",
+)
+"""``sql_mode`` flags by bit, 0-31: MariaDB's names (MySQL 8 leaves bit 4 and bits 8-17, 28 unused)."""
+_MARIADB_HIGH_BITS = ("EMPTY_STRING_IS_NULL", "SIMULTANEOUS_ASSIGNMENT", "TIME_ROUND_FRACTIONAL")
+_MYSQL_HIGH_BITS = ("TIME_TRUNCATE_FRACTIONAL",)
+
+
+def sql_mode_names(bits: int, mariadb: bool) -> str:
+    """``sql_mode`` bits as the comma-separated names ``SET sql_mode`` takes.
+
+    Bits above the known ones (a newer server's flags) are left out; the DDL then runs
+    without them downstream, and the first such value is logged.
+    """
+    names = list(_SQL_MODE_BITS) + list(_MARIADB_HIGH_BITS if mariadb else _MYSQL_HIGH_BITS)
+    out = [name for i, name in enumerate(names) if bits >> i & 1]
+    unknown = bits & ~((1 << len(names)) - 1)
+    if unknown and unknown not in _UNKNOWN_MODES_SEEN:
+        _UNKNOWN_MODES_SEEN.add(unknown)
+        log.warning(
+            "a DDL's sql_mode has bits %#x sparkcdc has no name for; downstream runs it without them", unknown
+        )
+    return ",".join(out)
+
+
+_UNKNOWN_MODES_SEEN: set[int] = set()
 
 
 FL_STANDALONE = 1
@@ -475,7 +562,8 @@ class TxnStream:
         if not self._in_txn:
             yield self._begin(ev, None)
             self._standalone = True
-        yield QueryItem(query, schema)
+        bits = query_sql_mode(ev.body)
+        yield QueryItem(query, schema, None if bits is None else sql_mode_names(bits, self._mariadb))
         if self._standalone:
             yield self._end(ev)
         else:

@@ -84,6 +84,9 @@ class DDLEvent:
     old_table: str | None = None
     seq: int = 0
     position: BinlogPosition | None = None
+    sql_mode: str | None = None
+    """The upstream session's ``sql_mode`` for the statement (from its binlog event), when known:
+    a MySQL downstream runs the DDL with it, as a replica does."""
 
 
 @dataclass(frozen=True, slots=True)

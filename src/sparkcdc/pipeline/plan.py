@@ -255,31 +255,40 @@ class Planner:
 
     def _ddl_events(self, txn: TxnInfo, cat: Any) -> list[DDLEvent]:
         """Apply one transaction's DDL statements to the catalog and the history."""
+        events: list[DDLEvent] = []
+        for schema, query, sql_mode in txn.queries:
+            start = len(events)
+            self._statement_events(events, txn, cat, schema, query)
+            if sql_mode is not None:
+                events[start:] = [replace(e, sql_mode=sql_mode) for e in events[start:]]
+        return events
+
+    def _statement_events(
+        self, events: list[DDLEvent], txn: TxnInfo, cat: Any, schema: str, query: str
+    ) -> None:
+        """Append the DDLEvents of one statement of ``txn`` (applied to the catalog and the history)."""
         from sparkcdc.errors import SchemaError
 
-        events: list[DDLEvent] = []
-        for schema, query in txn.queries:
-            try:
-                events.extend(self.history.apply(cat, query, schema or None, txn.ts))
-            except SchemaError as exc:
-                if self._after_bootstrap(txn):
-                    raise type(exc)(
-                        f"{exc.message} (the transaction at binlog position {txn.start.file}:{txn.start.pos})",
-                        code=exc.code,
-                    ) from exc
-                redefined = self._redefine(cat, query, schema or None, txn.ts)
-                if redefined is not None:
-                    events.extend(redefined)
-                    continue
-                # Already reflected in the bootstrap shapes: pass the statement on; later rows of
-                # the table get this DDL's version.
-                caught = catch_up_events(cat, query, schema or None, txn.ts)
-                for e in caught:
-                    if e.table_info is not None:
-                        cat.put(e.table_info)
-                    self.history.record(e)
-                events.extend(caught)
-        return events
+        try:
+            events.extend(self.history.apply(cat, query, schema or None, txn.ts))
+        except SchemaError as exc:
+            if self._after_bootstrap(txn):
+                raise type(exc)(
+                    f"{exc.message} (the transaction at binlog position {txn.start.file}:{txn.start.pos})",
+                    code=exc.code,
+                ) from exc
+            redefined = self._redefine(cat, query, schema or None, txn.ts)
+            if redefined is not None:
+                events.extend(redefined)
+                return
+            # Already reflected in the bootstrap shapes: pass the statement on; later rows of
+            # the table get this DDL's version.
+            caught = catch_up_events(cat, query, schema or None, txn.ts)
+            for e in caught:
+                if e.table_info is not None:
+                    cat.put(e.table_info)
+                self.history.record(e)
+            events.extend(caught)
 
     def _redefine(self, cat: Any, query: str, default_schema: str | None, ts: int) -> list[DDLEvent] | None:
         """A CREATE TABLE older than the bootstrap shapes, applied as the binlog has it.

@@ -38,6 +38,7 @@ def ddl_to_dict(d: DDLEvent) -> dict[str, Any]:
         "old_schema": d.old_schema,
         "old_table": d.old_table,
         "seq": d.seq,
+        "sql_mode": d.sql_mode,
     }
 
 
@@ -55,4 +56,5 @@ def ddl_from_dict(d: dict[str, Any]) -> DDLEvent:
         old_schema=d.get("old_schema"),
         old_table=d.get("old_table"),
         seq=int(d.get("seq", 0)),
+        sql_mode=d.get("sql_mode"),
     )

@@ -310,7 +310,11 @@ def test_planner_drops_a_filtered_ddl_after_the_history_applied_it() -> None:
     p.history = _History([add, drop])  # type: ignore[assignment]
     p._plans = {}
     txn = TxnInfo(
-        Offset("b.1", 4, 1), Offset("b.1", 9, 100), 100, 5, queries=[("db", add.query), ("db", drop.query)]
+        Offset("b.1", 4, 1),
+        Offset("b.1", 9, 100),
+        100,
+        5,
+        queries=[("db", add.query, None), ("db", drop.query, None)],
     )
     plan = p._ddl_batch(Offset("b.1", 4, 1), [txn], object())
     assert p.history.applied == [add.query, drop.query]  # type: ignore[attr-defined]

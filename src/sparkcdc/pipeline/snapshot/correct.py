@@ -114,7 +114,7 @@ def _catalog_copy(job: SnapshotJob) -> Any:
 
 
 def _check_ddl(cat: Any, txn: Any, snap: set[tuple[str, str]]) -> None:
-    for default_schema, query in txn.queries:
+    for default_schema, query, _mode in txn.queries:
         try:
             events = cat.apply_ddl(query, default_schema or None, txn.ts)
         except SchemaError as exc:

@@ -44,6 +44,7 @@ Semantics (spec §7, TiCDC's ``cdc/sink/dmlsink/txn/mysql``):
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import time
@@ -114,6 +115,45 @@ class ApplierStats:
     ddls_skipped: int = 0
     rows_skipped: int = 0
     """Rows at or below the recorded progress (already applied before a restart)."""
+
+
+ER_WRONG_VALUE_FOR_VAR = 1231
+_BAD_MODE = re.compile(r"can't be set to the value of '([^']*)'")
+
+
+@contextlib.contextmanager
+def ddl_sql_mode(conn: Any, sql_mode: str | None) -> Iterator[None]:
+    """The session's ``sql_mode`` set to ``sql_mode`` (None: the server's global one), then restored.
+
+    A flag the downstream does not know (a MariaDB one on MySQL, a removed one) is left out,
+    one at a time as the server names it, and logged.
+    """
+    with conn.cursor() as cur:
+        cur.execute("SELECT @@SESSION.sql_mode, @@GLOBAL.sql_mode")
+        session, default = cur.fetchone()
+        flags = [f for f in (default if sql_mode is None else sql_mode).split(",") if f]
+        while True:
+            try:
+                cur.execute("SET SESSION sql_mode = %s", (",".join(flags),))
+                break
+            except pymysql.err.OperationalError as exc:
+                m = _BAD_MODE.search(str(exc.args[1]) if len(exc.args) > 1 else "")
+                if error_code(exc) != ER_WRONG_VALUE_FOR_VAR or m is None or m.group(1) not in flags:
+                    raise
+                log.warning("the downstream has no sql_mode %s; the DDL runs without it", m.group(1))
+                flags.remove(m.group(1))
+
+    def restore() -> None:
+        with conn.cursor() as cur:
+            cur.execute("SET SESSION sql_mode = %s", (session,))
+
+    try:
+        yield
+    except BaseException:
+        with contextlib.suppress(pymysql.err.Error, OSError):  # the statement's error is the one to report
+            restore()
+        raise
+    restore()
 
 
 class MySQLApplier:
@@ -192,12 +232,20 @@ class MySQLApplier:
 
     # -- DDL -----------------------------------------------------------------------------------
 
-    def apply_ddl(self, schema: str | None, query: str) -> bool:
-        """Run one DDL in ``schema``; False if it had already taken effect (ignored error)."""
+    def apply_ddl(self, schema: str | None, query: str, sql_mode: str | None = None) -> bool:
+        """Run one DDL in ``schema``; False if it had already taken effect (ignored error).
+
+        It runs under ``sql_mode``, the upstream session's for the statement (None: the
+        downstream server's default, which a statement without a recorded mode ran with
+        upstream too), as a replica runs it: the mode decides how the statement parses
+        (ANSI_QUOTES, ORACLE, ...) and what it does to the rows (an AUTO_INCREMENT column added
+        over 0 values numbers them unless NO_AUTO_VALUE_ON_ZERO), where rows are applied with
+        the session's relaxed mode (``connection.adjust_sql_mode``).
+        """
         attempt = 0
         while True:
             try:
-                return self._exec_ddl(schema, query)
+                return self._exec_ddl(schema, query, sql_mode)
             except (pymysql.err.Error, OSError) as exc:
                 err = classify(exc, f"applying DDL {query!r} in schema {schema!r}")
                 self._drop_connection()
@@ -208,14 +256,15 @@ class MySQLApplier:
                 log.warning("retrying DDL (attempt %d/%d): %s", attempt, self.max_retries, err.message)
                 self._backoff(attempt)
 
-    def _exec_ddl(self, schema: str | None, query: str) -> bool:
+    def _exec_ddl(self, schema: str | None, query: str, sql_mode: str | None) -> bool:
         conn = self.connection()
         # A DDL commits by itself; MariaDB 10.11 waits for a lock forever (until
         # innodb_lock_wait_timeout) on ALTER TABLE ... EXCHANGE PARTITION in a session with
         # autocommit off, even with no other session: run DDL with autocommit on.
         conn.autocommit(True)
         try:
-            return self._exec_ddl_autocommit(conn, schema, query)
+            with ddl_sql_mode(conn, sql_mode):
+                return self._exec_ddl_autocommit(conn, schema, query)
         finally:
             try:
                 conn.autocommit(False)

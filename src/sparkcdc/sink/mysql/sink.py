@@ -114,7 +114,7 @@ class MySQLSink(Sink):
             return
         if self._ddl_applier is None:
             self._ddl_applier = make_applier(self.settings)
-        self._ddl_applier.apply_ddl(ddl.schema or None, ddl.query)
+        self._ddl_applier.apply_ddl(ddl.schema or None, ddl.query, ddl.sql_mode)
         self._last_ddl = key
 
     def open_writer(self, ctx: WriterContext) -> PartitionWriter:

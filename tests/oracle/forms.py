@@ -771,6 +771,32 @@ def mariadb_types(up: LocalMariaDB, db: str) -> None:
     )
 
 
+MAX_PACKET = 4 * 1024 * 1024
+"""The upstream's max_allowed_packet while ``near_max_packet`` writes (set back after)."""
+
+
+def near_max_packet(up: LocalMariaDB, db: str) -> None:
+    """Values just under the upstream's max_allowed_packet (4 MiB here): statements of nearly the
+    largest size the server takes, and row events larger than it (an UPDATE logs both images)."""
+    create_db(up, db, "CREATE TABLE t (id INT PRIMARY KEY, doc LONGTEXT, img LONGBLOB)")
+    old = up.query("SELECT @@global.max_allowed_packet")[0][0]
+    sql(up, None, f"SET GLOBAL max_allowed_packet = {MAX_PACKET}")
+    try:
+        room = MAX_PACKET - 4096  # the statement's own text and the protocol's header
+        text = ("near the packet limit é " * (room // 20))[: room // 2]
+        blob = bytes(range(256)) * (room // 512)
+        sql(
+            up,
+            db,
+            ("INSERT INTO t VALUES (1, %s, NULL)", (text + "x" * (room - len(text.encode()) - 16),)),
+            ("INSERT INTO t VALUES (2, NULL, %s)", (blob,)),
+            ("UPDATE t SET doc = %s WHERE id = 1", (text[: room // 2 - 8] + "tail",)),
+            ("UPDATE t SET img = %s WHERE id = 2", (blob[::-1],)),
+        )
+    finally:
+        sql(up, None, f"SET GLOBAL max_allowed_packet = {int(old)}")
+
+
 def flush_binary_logs(up: LocalMariaDB, db: str) -> None:
     """Writes on both sides of FLUSH BINARY LOGS (a binlog rotation in the middle of the workload)."""
     create_db(up, db, f"CREATE TABLE t {KV}")
@@ -864,6 +890,7 @@ FORMS: list[Form] = [
     Form("compressed_columns", compressed_columns),
     Form("mariadb_types", mariadb_types),
     Form("ddl_sql_mode", ddl_sql_mode),
+    Form("near_max_packet", near_max_packet),
     # the writes of the two server-setting forms below, with no setting: their control
     Form("mixed_writes", _mixed_writes),
 ]

@@ -3,7 +3,7 @@
 Usage (from the repository root)::
 
     .venv/bin/python bench/oracle/run.py 60 [--seeds 1,2,3 | --random-seeds 3] [--connections 4]
-                                            [--disable xa,ddl] [--paths]
+                                            [--disable xa,ddl] [--ddl-every 1,3] [--paths | --paths-only]
 
 For each seed: a fresh upstream and native replica, ``run_random`` for the given seconds in a
 database ``rw_<seed>``, then the replica's catch-up time and a table-by-table comparison. One line
@@ -42,7 +42,16 @@ def load() -> str:
     return f"{os.getloadavg()[0]:.2f}"
 
 
-def native_seed(seed: int, seconds: float, connections: int, features: frozenset[str]) -> dict[str, Any]:
+DDL_EVERY = (1.0, 3.0)
+
+
+def native_seed(
+    seed: int,
+    seconds: float,
+    connections: int,
+    features: frozenset[str],
+    ddl_every: tuple[float, float] = DDL_EVERY,
+) -> dict[str, Any]:
     """One seed against a fresh upstream and native replica: the workload's stats and the comparison."""
     database = f"rw_{seed}"
     before = load()
@@ -54,6 +63,7 @@ def native_seed(seed: int, seconds: float, connections: int, features: frozenset
             connections=connections,
             database=database,
             features=features,
+            ddl_every=ddl_every,
             log=lambda line: None,
         )
         t0 = time.monotonic()
@@ -81,6 +91,7 @@ def compare_paths(
     connections: int = 4,
     features: frozenset[str] = FEATURES,
     root: Path | None = None,
+    ddl_every: tuple[float, float] = DDL_EVERY,
 ) -> dict[str, list[str]]:
     """Deliver one seed's workload through sparkcdc's paths; each path's differences from the native replica.
 
@@ -108,6 +119,7 @@ def compare_paths(
                 connections=connections,
                 database=database,
                 features=features,
+                ddl_every=ddl_every,
                 log=lambda line: None,
             )
         )
@@ -130,10 +142,13 @@ def compare_paths(
     return out
 
 
-def _print_paths(seed: int, seconds: float, connections: int, features: frozenset[str]) -> int:
+def _print_paths(
+    seed: int, seconds: float, connections: int, features: frozenset[str], ddl_every: tuple[float, float]
+) -> int:
     """Run ``compare_paths`` for one seed and print each path's result; 1 when any path differs."""
     bad = 0
-    for path, problems in compare_paths(seed, seconds, connections=connections, features=features).items():
+    found = compare_paths(seed, seconds, connections=connections, features=features, ddl_every=ddl_every)
+    for path, problems in found.items():
         bad |= bool(problems)
         print(
             f"  {path}: {'equal' if not problems else f'{len(problems)} differences'}; load {load()}",
@@ -153,6 +168,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--disable", default="", help=f"comma-separated forms to switch off, of {sorted(FEATURES)}"
     )
+    ap.add_argument(
+        "--ddl-every",
+        default="1,3",
+        help="seconds between two DDLs, drawn uniformly from MIN,MAX (each DDL is a batch of its own downstream)",
+    )
     ap.add_argument("--paths", action="store_true", help="also compare through sparkcdc's three paths")
     ap.add_argument(
         "--paths-only",
@@ -168,17 +188,24 @@ def main(argv: list[str] | None = None) -> int:
     if disabled - FEATURES:
         ap.error(f"--disable: unknown forms {sorted(disabled - FEATURES)}; known: {sorted(FEATURES)}")
     features = FEATURES - disabled
+    try:
+        lo, hi = (float(x) for x in args.ddl_every.split(","))
+    except ValueError:
+        ap.error(f"--ddl-every: expected MIN,MAX seconds such as 1,3, got {args.ddl_every!r}")
+    if not 0 < lo <= hi:
+        ap.error(f"--ddl-every: expected 0 < MIN <= MAX, got {args.ddl_every!r}")
+    ddl_every = (lo, hi)
     print(
         f"oracle bench: {args.seconds:g}s per seed, seeds {seeds}, {args.connections} connections, "
-        f"disabled {sorted(disabled) or 'nothing'}, load {load()}",
+        f"disabled {sorted(disabled) or 'nothing'}, a DDL every {lo:g}-{hi:g}s, load {load()}",
         flush=True,
     )
     mismatched = 0
     for seed in seeds:
         if args.paths_only:
-            mismatched += _print_paths(seed, args.seconds, args.connections, features)
+            mismatched += _print_paths(seed, args.seconds, args.connections, features, ddl_every)
             continue
-        res = native_seed(seed, args.seconds, args.connections, features)
+        res = native_seed(seed, args.seconds, args.connections, features, ddl_every)
         st: Stats = res["stats"]
         bad = len(res["problems"]) + (1 if res["error"] else 0)
         mismatched += bool(bad)
@@ -193,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
         for line in ([res["error"]] if res["error"] else []) + res["problems"][:5]:
             print(f"  {line}")
         if args.paths:
-            mismatched += _print_paths(seed, args.seconds, args.connections, features)
+            mismatched += _print_paths(seed, args.seconds, args.connections, features, ddl_every)
     print(f"oracle bench: {len(seeds)} seeds, {mismatched} with mismatches; load {load()}")
     return 1 if mismatched else 0
 

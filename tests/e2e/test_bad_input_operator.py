@@ -22,12 +22,11 @@ from pathlib import Path
 import pytest
 
 from sparkcdc.services.mariadb import LocalMariaDB
+from tests.e2e.bad_input import FAST, cli, module_server
 from tests.integration.server.conftest import ServerProc, _env
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 
-FAST = 30.0
-"""Seconds a refusal may take."""
 SECRET = "Op-Secret-4471"
 SSH_BANNER = b"SSH-2.0-OpenSSH_9.6p1 Ubuntu-3ubuntu13\r\n"
 
@@ -75,31 +74,12 @@ def ssh_port() -> Iterator[FakePort]:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProc]:
-    root = tmp_path_factory.mktemp("operator-server")
-    srv = ServerProc(f"sqlite:///{root}/meta.db", root, lease=5).start()
-    yield srv
-    rc = srv.stop()
-    assert rc == 0, srv.log()[-3000:]
-    assert "Traceback" not in srv.log(), srv.log()[-3000:]
-
-
-def _command(argv: list[str], cwd: Path) -> tuple[int, str, float]:
-    env = dict(_env(), JAVA_HOME=str(cwd / "no-java"), SPARKCDC_SPARK_MASTER="local[1]")
-    t0 = time.monotonic()
-    res = subprocess.run(
-        [sys.executable, "-m", "sparkcdc.cli.main", *argv],
-        capture_output=True,
-        text=True,
-        timeout=FAST + 60,
-        env=env,
-        cwd=cwd,
-    )
-    return res.returncode, res.stdout + res.stderr, time.monotonic() - t0
+    yield from module_server(tmp_path_factory.mktemp("operator-server"))
 
 
 def _one_line(argv: list[str], cwd: Path) -> str:
     """The one ``Error: [CDC:Err...]`` line a refused command prints, checked for speed and secrets."""
-    rc, out, seconds = _command(argv, cwd)
+    rc, out, seconds = cli(argv, cwd)
     lines = [line for line in out.splitlines() if line.strip()]
     assert rc != 0, out
     assert len(lines) == 1 and lines[0].startswith("Error: [CDC:Err"), out

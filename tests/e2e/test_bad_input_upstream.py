@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -22,12 +21,10 @@ import pytest
 
 from sparkcdc.services.common import wait_until
 from sparkcdc.services.mariadb import LocalMariaDB
+from tests.e2e.bad_input import FAST, cli, module_server
 from tests.integration.server.conftest import ServerProc, _env
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
-
-FAST = 30.0
-"""Seconds a refusal may take."""
 
 
 @pytest.fixture(scope="module")
@@ -39,26 +36,7 @@ def private_db() -> Iterator[LocalMariaDB]:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProc]:
-    root = tmp_path_factory.mktemp("bad-upstream-server")
-    srv = ServerProc(f"sqlite:///{root}/meta.db", root, lease=5).start()
-    yield srv
-    rc = srv.stop()
-    assert rc == 0, srv.log()[-3000:]
-    assert "Traceback" not in srv.log(), srv.log()[-3000:]
-
-
-def _command(argv: list[str], cwd: Path) -> tuple[int, str, float]:
-    env = dict(_env(), JAVA_HOME=str(cwd / "no-java"), SPARKCDC_SPARK_MASTER="local[1]")
-    t0 = time.monotonic()
-    res = subprocess.run(
-        [sys.executable, "-m", "sparkcdc.cli.main", *argv],
-        capture_output=True,
-        text=True,
-        timeout=FAST + 60,
-        env=env,
-        cwd=cwd,
-    )
-    return res.returncode, res.stdout + res.stderr, time.monotonic() - t0
+    yield from module_server(tmp_path_factory.mktemp("bad-upstream-server"))
 
 
 def _run_and_create(upstream: str, server: ServerProc, tmp: Path, name: str, config: str = "") -> list[str]:
@@ -83,7 +61,7 @@ def _run_and_create(upstream: str, server: ServerProc, tmp: Path, name: str, con
     create = ["cli", "changefeed", "create", "-c", name, "--server", server.url, "--upstream-uri", upstream]
     create += ["--sink-uri", f"file://{tmp / (name + '-server-sink')}?protocol=csv", *extra]
     with ThreadPoolExecutor(2) as pool:
-        results = list(pool.map(lambda argv: _command(argv, tmp), [run, create]))
+        results = list(pool.map(lambda argv: cli(argv, tmp), [run, create]))
     lines = []
     for argv, (rc, out, seconds) in zip((run, create), results, strict=True):
         what = " ".join(argv[:3])

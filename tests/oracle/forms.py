@@ -27,10 +27,12 @@ class Form:
 
     name: str
     write: Callable[[LocalMariaDB, str], None]
+    db: str = ""
+    """The database it writes, when another form created it (default ``of_<name>``)."""
 
     @property
     def database(self) -> str:
-        return f"of_{self.name}"
+        return self.db or f"of_{self.name}"
 
 
 def sql(up: LocalMariaDB, db: str | None, *statements: str | tuple[str, Any], **connect: Any) -> None:
@@ -898,6 +900,77 @@ FORMS: list[Form] = [
 
 COMPRESSED_FORMS = [Form("compressed_binlog", compressed_binlog)]
 CHECKSUM_FORMS = [Form("checksum_none", checksum_none)]
+
+
+# -- forms across a stop and a resume of the changefeed --------------------------------------------
+
+
+def xa_open_prepare(up: LocalMariaDB, db: str) -> None:
+    """Two XA transactions prepared and left open (their connections gone) when the changefeed stops."""
+    create_db(up, db, f"CREATE TABLE t {KV}", "CREATE TABLE nopk (a INT, b VARCHAR(10))")
+    sql(up, db, "INSERT INTO t VALUES (1, 'before', 0)", "INSERT INTO nopk VALUES (1, 'x'), (1, 'x')")
+    sql(
+        up,
+        db,
+        "XA START 'open_commit'",
+        "INSERT INTO t VALUES (2, 'prepared', 1)",
+        "UPDATE t SET n = n + 1 WHERE id = 1",
+        "INSERT INTO nopk VALUES (2, 'y'), (2, 'y')",
+        "XA END 'open_commit'",
+        "XA PREPARE 'open_commit'",
+    )
+    sql(
+        up,
+        db,
+        "XA START 'open_rollback'",
+        "INSERT INTO t VALUES (3, 'never', 2)",
+        "XA END 'open_rollback'",
+        "XA PREPARE 'open_rollback'",
+    )
+    sql(up, db, "INSERT INTO t VALUES (4, 'after the prepares', 0)", "INSERT INTO nopk VALUES (4, 'z')")
+
+
+def xa_open_commit(up: LocalMariaDB, db: str) -> None:
+    """After the resume: writes, then the open XA transactions committed and rolled back, then more writes."""
+    sql(
+        up,
+        db,
+        "INSERT INTO t VALUES (5, 'after the resume', 0)",
+        "XA COMMIT 'open_commit'",
+        "XA ROLLBACK 'open_rollback'",
+        "UPDATE t SET v = 'after the commit' WHERE id = 2",
+        "DELETE FROM nopk WHERE a = 1 LIMIT 1",
+    )
+
+
+def between_restarts(up: LocalMariaDB, db: str) -> None:
+    """Ordinary writes (a key changed twice, a table without a key) between two restarts."""
+    create_db(up, db, f"CREATE TABLE t {KV}", "CREATE TABLE nopk (a INT, b VARCHAR(10))")
+    sql(
+        up,
+        db,
+        "INSERT INTO t VALUES (1, 'a', 1), (2, 'b', 2)",
+        "INSERT INTO nopk VALUES (1, 'dup'), (1, 'dup'), (1, 'dup')",
+        "BEGIN",
+        "UPDATE t SET id = 10 WHERE id = 1",
+        "UPDATE t SET id = 20, v = 'moved twice' WHERE id = 10",
+        "COMMIT",
+    )
+
+
+def after_restarts(up: LocalMariaDB, db: str) -> None:
+    """Writes to the tables of ``between_restarts`` after the second resume."""
+    sql(up, db, "UPDATE nopk SET b = 'one' WHERE a = 1 LIMIT 1", "DELETE FROM t WHERE id = 2")
+
+
+RESTART_FORMS = [
+    Form("xa_open_prepare", xa_open_prepare),
+    Form("xa_open_commit", xa_open_commit, db="of_xa_open_prepare"),
+    Form("between_restarts", between_restarts),
+    Form("after_restarts", after_restarts, db="of_between_restarts"),
+]
+RESTARTS = ("xa_open_prepare", "between_restarts")
+"""Each path's run stops after these forms and resumes (same changefeed, data dir and sink)."""
 
 
 def segments(forms: Sequence[Form]) -> list[Segment]:

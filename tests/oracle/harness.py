@@ -135,6 +135,16 @@ class Capture:
     oracle: Oracle
     paths: dict[str, PathResult]
     seconds: dict[str, float]
+    restarts: tuple[str, ...] = ()
+    """Segments after which every run stops (at the segment's end) and starts again: the same
+    changefeed, data dir and sink, resumed from its checkpoint as after a stop."""
+
+    def stops(self, start_ts: int) -> list[int]:
+        """Where a run from ``start_ts`` stops: the ends of the restart segments after it, then the target."""
+        ends = [
+            b.ts for b in self.boundaries if b.segment in self.restarts and start_ts < b.ts < self.target_ts
+        ]
+        return [*ends, self.target_ts]
 
     def problems(self, path: str, database: str) -> list[str]:
         """Differences of ``database`` between the native replica and ``path``'s replica ([] when equal)."""
@@ -229,18 +239,26 @@ class Oracle:
         return Boundary(segment, str(file), int(pos), self.tso())
 
     def capture(
-        self, name: str, workload: Sequence[Segment] | Writer, databases: Sequence[str] = ()
+        self,
+        name: str,
+        workload: Sequence[Segment] | Writer,
+        databases: Sequence[str] = (),
+        restarts: Sequence[str] = (),
     ) -> Capture:
         """Write ``workload`` on the upstream, then deliver exactly its range through the three paths.
 
         ``name`` (lower-case letters, digits, '-') names the changefeeds, topics and state of this
         capture; each capture of one ``Oracle`` needs its own. A single callable is one segment.
         ``databases``: what the changefeeds replicate and the comparison covers (default: the
-        segments' databases).
+        segments' databases). ``restarts``: segments after which each path's run stops and its
+        changefeed resumes (``Capture.restarts``).
         """
         if not re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", name):
             raise ValueError(f"capture name {name!r}: use lower-case letters, digits and '-'")
         segments = [Segment(name, workload)] if callable(workload) else list(workload)
+        unknown = sorted(set(restarts) - {seg.name for seg in segments})
+        if unknown:
+            raise ValueError(f"restarts after segments {unknown} that the workload does not have")
         databases = list(databases) or list(dict.fromkeys(db for seg in segments for db in seg.databases))
         if not databases:
             raise ValueError("a capture needs the databases its workload writes")
@@ -272,6 +290,7 @@ class Oracle:
             self,
             {p: PathResult(p) for p in PATHS},
             seconds,
+            tuple(restarts),
         )
         t0 = time.monotonic()
         self._deliver(cap, work)
@@ -340,42 +359,52 @@ class Oracle:
             )
 
     def _run_round(self, cap: Capture, work: Path, rounds: dict[str, Round]) -> None:
-        procs: dict[str, CliProcess] = {}
+        """Each path's run of the round, the paths side by side; a run stops and resumes at each of
+        ``cap.stops`` (the first leg has ``--start-ts``, the later ones resume the changefeed)."""
+        legs = {p: cap.stops(rnd.start_ts) for p, rnd in rounds.items()}
+        for leg in range(max(len(v) for v in legs.values())):
+            procs: dict[str, CliProcess] = {}
+            try:
+                for p, rnd in rounds.items():
+                    if leg >= len(legs[p]) or rnd.error:
+                        continue
+                    start = ["--start-ts", str(rnd.start_ts)] if leg == 0 else []
+                    procs[p] = CliProcess(
+                        run_args(
+                            self.upstream.uri,
+                            rnd.sink_uri,
+                            rnd.changefeed,
+                            work / "state",
+                            *start,
+                            "--target-ts",
+                            str(legs[p][leg]),
+                            "--spark-conf",
+                            "spark.driver.memory=1g",
+                            "--error-stuck-seconds",
+                            "60",
+                            config=self._config(work, cap.databases, p),
+                            master="local[1]",
+                        ),
+                        work / (f"run-{p}-{rnd.index}.log" if leg == 0 else f"run-{p}-{rnd.index}-{leg}.log"),
+                    )
+                for p, proc in procs.items():
+                    self._wait_run(rounds[p], proc, legs[p][leg])
+            finally:
+                for proc in procs.values():
+                    proc.stop()
+
+    @staticmethod
+    def _wait_run(rnd: Round, proc: CliProcess, target_ts: int) -> None:
+        """Wait for one run to reach ``target_ts``; its failure goes to ``rnd.error``."""
         try:
-            for p, rnd in rounds.items():
-                procs[p] = CliProcess(
-                    run_args(
-                        self.upstream.uri,
-                        rnd.sink_uri,
-                        rnd.changefeed,
-                        work / "state",
-                        "--start-ts",
-                        str(rnd.start_ts),
-                        "--target-ts",
-                        str(cap.target_ts),
-                        "--spark-conf",
-                        "spark.driver.memory=1g",
-                        "--error-stuck-seconds",
-                        "60",
-                        config=self._config(work, cap.databases, p),
-                        master="local[1]",
-                    ),
-                    work / f"run-{p}-{rnd.index}.log",
-                )
-            for p, proc in procs.items():
-                rnd = rounds[p]
-                try:
-                    rnd.returncode = proc.wait(RUN_TIMEOUT)
-                except AssertionError as exc:  # the wait timed out and killed the run
-                    rnd.error = f"sparkcdc run: {exc}"
-                rnd.log = proc.output()
-                if rnd.returncode not in (0, None):
-                    rnd.error = f"sparkcdc run exited with {rnd.returncode}: {_error_lines(rnd.log)}"
-                elif rnd.returncode == 0 and f"reached target-ts {cap.target_ts}" not in rnd.log:
-                    rnd.error = f"sparkcdc run exited 0 without reaching target-ts {cap.target_ts}"
-        finally:
-            for proc in procs.values():
-                proc.stop()
+            rnd.returncode = proc.wait(RUN_TIMEOUT)
+        except AssertionError as exc:  # the wait timed out and killed the run
+            rnd.error = f"sparkcdc run: {exc}"
+        rnd.log += proc.output()
+        if rnd.returncode not in (0, None):
+            rnd.error = f"sparkcdc run exited with {rnd.returncode}: {_error_lines(rnd.log)}"
+        elif rnd.returncode == 0 and f"reached target-ts {target_ts}" not in rnd.log:
+            rnd.error = f"sparkcdc run exited 0 without reaching target-ts {target_ts}"
 
     def check_binlog(self, cap: Capture) -> None:
         """Fail when a binlog file of the capture's range is gone from the upstream."""

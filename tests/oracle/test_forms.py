@@ -2,7 +2,8 @@
 
 The main workload writes every form of ``forms.FORMS`` into its own database in one
 binlog range; the forms that need a server-wide binlog setting (compressed events, no
-checksums) have a workload and range of their own. Each workload runs once per module
+checksums) have a workload and range of their own, and so do the forms that span a stop and a
+resume of every path's changefeed (``RESTART_FORMS``: XA transactions left prepared across it). Each workload runs once per module
 and each path once per workload (one ``sparkcdc run``; a path that fails in a form runs
 again after that form, see ``harness``), so every form is its own test per path: it
 compares the form's database with the native replica's, and fails alone when only its
@@ -13,7 +14,15 @@ from __future__ import annotations
 
 import pytest
 
-from tests.oracle.forms import CHECKSUM_FORMS, COMPRESSED_FORMS, FORMS, Form, segments
+from tests.oracle.forms import (
+    CHECKSUM_FORMS,
+    COMPRESSED_FORMS,
+    FORMS,
+    RESTART_FORMS,
+    RESTARTS,
+    Form,
+    segments,
+)
 from tests.oracle.harness import PATHS, Capture, Oracle
 
 # The first test of a workload captures it: its runs, and the runs again after a failing form.
@@ -23,7 +32,10 @@ WORKLOADS: dict[str, list[Form]] = {
     "forms": FORMS,
     "compressed": COMPRESSED_FORMS,
     "checksum": CHECKSUM_FORMS,
+    "restart": RESTART_FORMS,
 }
+RESTART_AFTER: dict[str, tuple[str, ...]] = {"restart": RESTARTS}
+"""Workloads whose runs stop after some forms and resume (an XA left open across the stop)."""
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +48,7 @@ def _capture(name: str, oracle: Oracle, captures: dict[str, Capture | BaseExcept
     if name not in captures:
         forms = WORKLOADS[name]
         try:
-            captures[name] = oracle.capture(name, segments(forms))
+            captures[name] = oracle.capture(name, segments(forms), restarts=RESTART_AFTER.get(name, ()))
         except (Exception, pytest.fail.Exception) as exc:  # a timeout too: the workload's tests fail with it
             captures[name] = exc
     got = captures[name]

@@ -28,10 +28,12 @@ the class by protocol. Both run the poll/apply loop of
   the applied watermark are replays and are dropped; rows up to the watermark
   an interrupted round was applying are applied in safe mode (REPLACE), so a
   crash at any point neither loses nor doubles a change. Within a partition a
-  row whose commit_ts is below the largest one seen is a re-sent batch and is
-  dropped too (TiCDC's "commit ts fallback"); the re-sent copy of a partition's
-  last transaction cannot be told apart and is applied again, which is
-  idempotent for tables with a primary or NOT NULL unique key.
+  row at or below a watermark the partition carried before it, or below the
+  largest commit_ts seen, is a re-sent batch and is dropped too (TiCDC's
+  "commit ts fallback"); only the re-sent copy of a partition's last transaction
+  before any watermark followed it (a crash between the sink's send and its
+  watermark) cannot be told apart and is applied again, which is idempotent for
+  tables with a primary or NOT NULL unique key.
 * Large messages: a ``claimCheckLocation`` reference is resolved by reading the
   full message from ``claim-check-storage-uri`` ([sink.kafka-config.large-message-handle]
   in ``--config``). An ``onlyHandleKey`` INSERT/UPDATE cannot be restored: TiCDC's
@@ -156,7 +158,10 @@ class KafkaConsumer(KafkaConsumerBase[_PartitionState]):
                 "the changefeed must use enable-tidb-extension=true for the consumer to order and "
                 "deduplicate changes"
             )
-        if ts <= self._applied:
+        if ts <= self._applied or (st.watermark is not None and ts <= st.watermark):
+            # At or below a watermark this partition already carried: the sink had sent every change
+            # up to it, so this is a replay (a batch run again after a restart), also when the
+            # watermark is not applied yet.
             self.stats.rows_dropped += 1
             return
         self._order += 1

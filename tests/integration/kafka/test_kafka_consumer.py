@@ -302,3 +302,33 @@ def test_a_resent_batch_is_dropped_by_commit_ts_fallback(
     # T1, T2 re-sent are below the partition's largest commit_ts; T3's copy cannot be told apart
     assert stats.rows_dropped == 4 and stats.rows == 8
     check_equal(mariadb, m)
+
+
+def test_a_batch_resent_after_its_watermark_is_dropped_whole(
+    kafka: LocalTansu, mariadb: LocalMariaDB, fresh_db: str
+) -> None:
+    """A batch run again after a restart, whose first run's watermark the partition already carries:
+    every row of it is a replay, its last transaction too (that one is not below the largest commit_ts)."""
+    topic = "resent-after-mark"
+    query = "protocol=canal-json&enable-tidb-extension=true&partition-num=1"
+    sink = KafkaSink(kafka.sink_uri(topic, query), ReplicaConfig(), "cf")
+    sink.check()
+    m = Model(sink, fresh_db)
+    m.ddl("a", CREATE_A, person_table(fresh_db, "a"), DDLType.CREATE_TABLE)
+    m.flush()
+    for i in range(1, 4):
+        m.txn(("a", "I", None, (i, f"n{i}", None, None)))
+    items = list(m.items)
+    checkpoint = m.flush()  # the rows, then the watermark at the batch's checkpoint
+    resent = KafkaSink(kafka.sink_uri(topic, query), ReplicaConfig(), "cf")  # the restarted run's sink
+    resent.check()
+    run_batch(resent, items, 1, checkpoint)
+    stats = run_kafka_consumer(
+        kafka.sink_uri(topic, "protocol=canal-json"),
+        downstream(mariadb),
+        ReplicaConfig(),
+        once=True,
+        timeout=60,
+    )
+    assert stats.rows == 3 and stats.rows_dropped == 3, stats
+    check_equal(mariadb, m)

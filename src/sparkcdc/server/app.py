@@ -9,7 +9,7 @@ import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from sqlalchemy.exc import SQLAlchemyError
 from starlette.applications import Starlette
@@ -130,7 +130,6 @@ async def _body(request: Request) -> dict[str, Any]:
 
 def create_app(state: ServerState) -> Starlette:
     """The Starlette application serving ``/api/v2``."""
-    svc = state.service
 
     async def internal_error(request: Request, exc: Exception) -> Response:
         # One coded line; the traceback only with --debug (it may quote request data).
@@ -149,12 +148,67 @@ def create_app(state: ServerState) -> Starlette:
             500,
         )
 
-    def ns_of(request: Request) -> str:
-        _only_params(request, ("namespace",))
-        return validate_namespace(request.query_params.get("namespace"))
+    def guarded(handler: Handler, *, public: bool = False) -> Handler:
+        async def wrapper(request: Request) -> Response:
+            try:
+                if not public and state.auth_token is not None:
+                    _check_auth(request, state.auth_token)
+                return await handler(request)
+            except SparkCdcError as err:
+                # One line, no traceback: a refused request is the caller's mistake, not the server's.
+                log.log(
+                    logging.WARNING if http_status(err) >= 500 else logging.INFO,
+                    "%s %s refused (%d): [%s] %s",
+                    request.method,
+                    request.url.path[:200],
+                    http_status(err),
+                    err.code,
+                    redact_text(err.message.splitlines()[0] if err.message else "")[:500],
+                )
+                return error_response(err)
+            except SQLAlchemyError as exc:
+                log.warning(
+                    "meta database error on %s %s: %s", request.method, request.url.path, type(exc).__name__
+                )
+                unavailable = TransientError(
+                    f"the meta database is unavailable ({type(exc).__name__}); retry shortly",
+                    code="CDC:ErrMetaStoreUnavailable",
+                )
+                return _json(unavailable.to_dict(), 503)
+            except Exception as exc:
+                # Answered here: Starlette's last-resort handler re-raises, and uvicorn would log a traceback.
+                return await internal_error(request, exc)
 
-    def id_of(request: Request) -> str:
-        return validate_changefeed_id(request.path_params["id"])
+        return wrapper
+
+    routes = [
+        *_cluster_routes(state, guarded),
+        *_changefeed_routes(state, guarded),
+        *_page_routes(state, guarded),
+    ]
+
+    async def http_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, HTTPException)
+        code = {404: "CDC:ErrNotFound", 405: "CDC:ErrMethodNotAllowed"}.get(exc.status_code, "CDC:ErrHTTP")
+        msg = f"{request.method} {request.url.path}: {exc.detail}"
+        if exc.status_code == 404:
+            msg += f"; the API lives under {PREFIX} (health, status, captures, changefeeds)"
+        return _json({"error_code": code, "error_msg": msg}, exc.status_code)
+
+    return Starlette(
+        routes=routes,
+        exception_handlers={HTTPException: http_error, Exception: internal_error},
+    )
+
+
+class _Guard(Protocol):
+    """``create_app``'s wrapper of a handler: the bearer-token check (unless public) and the error answers."""
+
+    def __call__(self, handler: Handler, *, public: bool = False) -> Handler: ...
+
+
+def _cluster_routes(state: ServerState, guarded: _Guard) -> list[Route]:
+    """The health, status and captures routes: this server and the servers it shares the meta store with."""
 
     async def health(request: Request) -> Response:
         return _json({})
@@ -196,6 +250,24 @@ def create_app(state: ServerState) -> Starlette:
             for s in servers
         ]
         return _json({"total": len(items), "items": items})
+
+    return [
+        Route(f"{PREFIX}/health", guarded(health, public=True), methods=["GET"]),
+        Route(f"{PREFIX}/status", guarded(status), methods=["GET"]),
+        Route(f"{PREFIX}/captures", guarded(captures), methods=["GET"]),
+    ]
+
+
+def _changefeed_routes(state: ServerState, guarded: _Guard) -> list[Route]:
+    """The ``/changefeeds`` routes: list, create, read, update, remove, pause, resume, history, snapshot."""
+    svc = state.service
+
+    def ns_of(request: Request) -> str:
+        _only_params(request, ("namespace",))
+        return validate_namespace(request.query_params.get("namespace"))
+
+    def id_of(request: Request) -> str:
+        return validate_changefeed_id(request.path_params["id"])
 
     async def list_changefeeds(request: Request) -> Response:
         _only_params(request, ("namespace", "all", "state"))
@@ -266,6 +338,23 @@ def create_app(state: ServerState) -> Starlette:
         cf = await run_in_threadpool(state.store.get_changefeed, id_of(request), ns_of(request))
         return _json(await run_in_threadpool(svc.snapshot, cf))
 
+    return [
+        Route(f"{PREFIX}/changefeeds", guarded(list_changefeeds), methods=["GET"]),
+        Route(f"{PREFIX}/changefeeds", guarded(create_changefeed), methods=["POST"]),
+        Route(f"{PREFIX}/changefeeds/{{id}}", guarded(get_changefeed), methods=["GET"]),
+        Route(f"{PREFIX}/changefeeds/{{id}}", guarded(update_changefeed), methods=["PUT"]),
+        Route(f"{PREFIX}/changefeeds/{{id}}", guarded(delete_changefeed), methods=["DELETE"]),
+        Route(f"{PREFIX}/changefeeds/{{id}}/status", guarded(changefeed_status), methods=["GET"]),
+        Route(f"{PREFIX}/changefeeds/{{id}}/pause", guarded(pause), methods=["POST"]),
+        Route(f"{PREFIX}/changefeeds/{{id}}/resume", guarded(resume), methods=["POST"]),
+        Route(f"{PREFIX}/changefeeds/{{id}}/history", guarded(history), methods=["GET"]),
+        Route(f"{PREFIX}/changefeeds/{{id}}/snapshot", guarded(snapshot), methods=["GET"]),
+    ]
+
+
+def _page_routes(state: ServerState, guarded: _Guard) -> list[Route]:
+    """The routes outside ``/api/v2``: the Prometheus ``/metrics`` and the dashboard's page and files."""
+
     async def metrics(request: Request) -> Response:
         from sparkcdc.metrics import CONTENT_TYPE
 
@@ -283,70 +372,11 @@ def create_app(state: ServerState) -> Starlette:
             raise HTTPException(404, f"no dashboard file {name!r}")
         return FileResponse(DASHBOARD_DIR / name, media_type=media)
 
-    def guarded(handler: Handler, *, public: bool = False) -> Handler:
-        async def wrapper(request: Request) -> Response:
-            try:
-                if not public and state.auth_token is not None:
-                    _check_auth(request, state.auth_token)
-                return await handler(request)
-            except SparkCdcError as err:
-                # One line, no traceback: a refused request is the caller's mistake, not the server's.
-                log.log(
-                    logging.WARNING if http_status(err) >= 500 else logging.INFO,
-                    "%s %s refused (%d): [%s] %s",
-                    request.method,
-                    request.url.path[:200],
-                    http_status(err),
-                    err.code,
-                    redact_text(err.message.splitlines()[0] if err.message else "")[:500],
-                )
-                return error_response(err)
-            except SQLAlchemyError as exc:
-                log.warning(
-                    "meta database error on %s %s: %s", request.method, request.url.path, type(exc).__name__
-                )
-                unavailable = TransientError(
-                    f"the meta database is unavailable ({type(exc).__name__}); retry shortly",
-                    code="CDC:ErrMetaStoreUnavailable",
-                )
-                return _json(unavailable.to_dict(), 503)
-            except Exception as exc:
-                # Answered here: Starlette's last-resort handler re-raises, and uvicorn would log a traceback.
-                return await internal_error(request, exc)
-
-        return wrapper
-
-    routes = [
-        Route(f"{PREFIX}/health", guarded(health, public=True), methods=["GET"]),
-        Route(f"{PREFIX}/status", guarded(status), methods=["GET"]),
-        Route(f"{PREFIX}/captures", guarded(captures), methods=["GET"]),
-        Route(f"{PREFIX}/changefeeds", guarded(list_changefeeds), methods=["GET"]),
-        Route(f"{PREFIX}/changefeeds", guarded(create_changefeed), methods=["POST"]),
-        Route(f"{PREFIX}/changefeeds/{{id}}", guarded(get_changefeed), methods=["GET"]),
-        Route(f"{PREFIX}/changefeeds/{{id}}", guarded(update_changefeed), methods=["PUT"]),
-        Route(f"{PREFIX}/changefeeds/{{id}}", guarded(delete_changefeed), methods=["DELETE"]),
-        Route(f"{PREFIX}/changefeeds/{{id}}/status", guarded(changefeed_status), methods=["GET"]),
-        Route(f"{PREFIX}/changefeeds/{{id}}/pause", guarded(pause), methods=["POST"]),
-        Route(f"{PREFIX}/changefeeds/{{id}}/resume", guarded(resume), methods=["POST"]),
-        Route(f"{PREFIX}/changefeeds/{{id}}/history", guarded(history), methods=["GET"]),
-        Route(f"{PREFIX}/changefeeds/{{id}}/snapshot", guarded(snapshot), methods=["GET"]),
+    return [
         Route("/metrics", guarded(metrics), methods=["GET"]),
         Route("/", dashboard_index, methods=["GET"]),
         Route("/dashboard/{name}", dashboard_file, methods=["GET"]),
     ]
-
-    async def http_error(request: Request, exc: Exception) -> Response:
-        assert isinstance(exc, HTTPException)
-        code = {404: "CDC:ErrNotFound", 405: "CDC:ErrMethodNotAllowed"}.get(exc.status_code, "CDC:ErrHTTP")
-        msg = f"{request.method} {request.url.path}: {exc.detail}"
-        if exc.status_code == 404:
-            msg += f"; the API lives under {PREFIX} (health, status, captures, changefeeds)"
-        return _json({"error_code": code, "error_msg": msg}, exc.status_code)
-
-    return Starlette(
-        routes=routes,
-        exception_handlers={HTTPException: http_error, Exception: internal_error},
-    )
 
 
 def _only_params(request: Request, allowed: tuple[str, ...]) -> None:

@@ -295,54 +295,13 @@ class DDLApplier:
         q = self.query
         a = spec.action
         if a == "add_column":
-            for cdef in spec.columns:
-                if w.col_pos(cdef.name) >= 0:
-                    if spec.if_exists:
-                        continue
-                    raise w.fail(f"column {cdef.name!r} already exists", q)
-                col = build_column(cdef, (w.charset, w.collation))
-                w.insert_column(col, spec.position, q)
-                for idef in inline_indexes(cdef):
-                    w.add_index(idef, q)
-            for idef in spec.indexes:
-                w.add_index(idef, q)
+            self._add_columns(w, spec)
         elif a == "drop_column":
-            assert spec.name is not None
-            p = w.existing_col(spec.name, spec.if_exists, q)
-            if p is None:
-                return
-            del w.columns[p]
-            n = spec.name.lower()
-            for ix in w.indexes:
-                ix.columns = [c for c in ix.columns if c.lower() != n]
-            w.indexes = [ix for ix in w.indexes if ix.columns]
+            self._drop_column(w, spec)
         elif a in ("modify_column", "change_column"):
-            assert spec.name is not None and spec.column is not None
-            p = w.existing_col(spec.name, spec.if_exists, q)
-            if p is None:
-                return
-            old = w.columns[p]
-            col = build_column(spec.column, (w.charset, w.collation))
-            if col.name.lower() != old.name.lower() and w.col_pos(col.name) >= 0:
-                raise w.fail(f"column {col.name!r} already exists", q)
-            if spec.position is None:
-                w.columns[p] = col
-            else:
-                del w.columns[p]
-                w.insert_column(col, spec.position, q)
-            w.rename_in_indexes(old.name, col.name)
-            for idef in inline_indexes(spec.column):
-                w.add_index(idef, q)
+            self._modify_column(w, spec)
         elif a == "rename_column":
-            assert spec.name is not None and spec.new_name is not None
-            p = w.existing_col(spec.name, spec.if_exists, q)
-            if p is None:
-                return
-            old = w.columns[p]
-            if spec.new_name.lower() != old.name.lower() and w.col_pos(spec.new_name) >= 0:
-                raise w.fail(f"column {spec.new_name!r} already exists", q)
-            w.columns[p] = replace(old, name=spec.new_name)
-            w.rename_in_indexes(old.name, spec.new_name)
+            self._rename_column(w, spec)
         elif a in ("set_default", "drop_default"):
             assert spec.name is not None
             p = w.existing_col(spec.name, spec.if_exists, q)
@@ -365,15 +324,7 @@ class DDLApplier:
             if p >= 0 and w.indexes[p].unique:
                 del w.indexes[p]
         elif a == "rename_index":
-            assert spec.name is not None and spec.new_name is not None
-            p = w.idx_pos(spec.name)
-            if p < 0:
-                if spec.if_exists:
-                    return
-                raise w.fail(f"index {spec.name!r} does not exist", q)
-            if w.idx_pos(spec.new_name) >= 0 and spec.new_name.lower() != spec.name.lower():
-                raise w.fail(f"index {spec.new_name!r} already exists", q)
-            w.indexes[p].name = spec.new_name
+            self._rename_index(w, spec)
         elif a == "convert":
             assert spec.options is not None
             resolved = resolve_charset(spec.options.charset, spec.options.collation, None)
@@ -387,6 +338,80 @@ class DDLApplier:
             pass
         else:
             raise w.fail(f"unsupported ALTER TABLE action {a!r}", q)
+
+    def _add_columns(self, w: WorkingTable, spec: AlterSpec) -> None:
+        """ADD COLUMN: the new columns with their inline indexes, then the indexes of ADD (...)."""
+        q = self.query
+        for cdef in spec.columns:
+            if w.col_pos(cdef.name) >= 0:
+                if spec.if_exists:
+                    continue
+                raise w.fail(f"column {cdef.name!r} already exists", q)
+            col = build_column(cdef, (w.charset, w.collation))
+            w.insert_column(col, spec.position, q)
+            for idef in inline_indexes(cdef):
+                w.add_index(idef, q)
+        for idef in spec.indexes:
+            w.add_index(idef, q)
+
+    def _drop_column(self, w: WorkingTable, spec: AlterSpec) -> None:
+        """DROP COLUMN: the column goes, and so do the indexes left with no columns."""
+        q = self.query
+        assert spec.name is not None
+        p = w.existing_col(spec.name, spec.if_exists, q)
+        if p is None:
+            return
+        del w.columns[p]
+        n = spec.name.lower()
+        for ix in w.indexes:
+            ix.columns = [c for c in ix.columns if c.lower() != n]
+        w.indexes = [ix for ix in w.indexes if ix.columns]
+
+    def _modify_column(self, w: WorkingTable, spec: AlterSpec) -> None:
+        """MODIFY/CHANGE COLUMN: the column redefined (and perhaps renamed or moved) in place."""
+        q = self.query
+        assert spec.name is not None and spec.column is not None
+        p = w.existing_col(spec.name, spec.if_exists, q)
+        if p is None:
+            return
+        old = w.columns[p]
+        col = build_column(spec.column, (w.charset, w.collation))
+        if col.name.lower() != old.name.lower() and w.col_pos(col.name) >= 0:
+            raise w.fail(f"column {col.name!r} already exists", q)
+        if spec.position is None:
+            w.columns[p] = col
+        else:
+            del w.columns[p]
+            w.insert_column(col, spec.position, q)
+        w.rename_in_indexes(old.name, col.name)
+        for idef in inline_indexes(spec.column):
+            w.add_index(idef, q)
+
+    def _rename_column(self, w: WorkingTable, spec: AlterSpec) -> None:
+        """RENAME COLUMN: the column and its mentions in indexes take the new name."""
+        q = self.query
+        assert spec.name is not None and spec.new_name is not None
+        p = w.existing_col(spec.name, spec.if_exists, q)
+        if p is None:
+            return
+        old = w.columns[p]
+        if spec.new_name.lower() != old.name.lower() and w.col_pos(spec.new_name) >= 0:
+            raise w.fail(f"column {spec.new_name!r} already exists", q)
+        w.columns[p] = replace(old, name=spec.new_name)
+        w.rename_in_indexes(old.name, spec.new_name)
+
+    def _rename_index(self, w: WorkingTable, spec: AlterSpec) -> None:
+        """RENAME INDEX/KEY: the index takes the new name."""
+        q = self.query
+        assert spec.name is not None and spec.new_name is not None
+        p = w.idx_pos(spec.name)
+        if p < 0:
+            if spec.if_exists:
+                return
+            raise w.fail(f"index {spec.name!r} does not exist", q)
+        if w.idx_pos(spec.new_name) >= 0 and spec.new_name.lower() != spec.name.lower():
+            raise w.fail(f"index {spec.new_name!r} already exists", q)
+        w.indexes[p].name = spec.new_name
 
     @staticmethod
     def convert(w: WorkingTable, target: tuple[str, str]) -> None:

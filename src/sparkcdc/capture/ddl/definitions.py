@@ -319,98 +319,120 @@ class DefinitionParser(TokenCursor):
             if t.kind == "op":
                 break
             w = t.upper
-            if w == "UNSIGNED":
-                self.i += 1
-                col.unsigned = True
-            elif w == "SIGNED":
-                self.i += 1
-            elif w == "ZEROFILL":
-                self.i += 1
-                col.zerofill = True
-                col.unsigned = True
-            elif w == "BINARY":
-                self.i += 1
-                col.binary_collation = True
-            elif w == "ASCII":
-                self.i += 1
-                col.charset = "latin1"
-            elif w == "UNICODE":
-                self.i += 1
-                col.charset = "ucs2"
-            elif w == "BYTE":
-                self.i += 1
-                col.charset = "binary"
-            elif self.accept_kw("CHARACTER", "SET") or self.accept_kw("CHARSET"):
-                col.charset = self.ident("a charset")
-            elif w == "COLLATE":
-                self.i += 1
-                col.collation = self.ident("a collation")
-            elif self.accept_kw("NOT", "NULL"):
-                col.not_null = True
-            elif w == "NULL":
-                self.i += 1
-                col.not_null = False
-            elif w == "DEFAULT":
-                self.i += 1
-                col.default = self.default_value()
-            elif self.accept_kw("ON", "UPDATE"):
-                self.default_value()
-            elif w == "AUTO_INCREMENT":
-                self.i += 1
-                col.auto_increment = True
-            elif self.accept_kw("SERIAL", "DEFAULT", "VALUE"):
-                col.not_null = True
-                col.auto_increment = True
-                col.inline_unique = True
-            elif self.accept_kw("UNIQUE"):
-                self.accept_kw("KEY")
-                col.inline_unique = True
-            elif self.accept_kw("PRIMARY"):
-                self.accept_kw("KEY")
-                col.inline_primary = True
-            elif w == "KEY":
-                self.i += 1
-                col.inline_primary = True
-            elif w == "COMMENT":
-                self.i += 1
-                col.comment = self.next().value
-            elif w in ("INVISIBLE", "VISIBLE"):
-                self.i += 1
-            elif self.accept_kw("WITH", "SYSTEM", "VERSIONING") or self.accept_kw(
-                "WITHOUT", "SYSTEM", "VERSIONING"
+            if not (
+                self._column_type_attr(col, w)
+                or self._column_null_default_key_attr(col, w)
+                or self._column_other_attr(col, w)
             ):
-                pass
-            elif w in ("COLUMN_FORMAT", "STORAGE", "REF_SYSTEM_ID", "SRID"):  # SRID: MySQL 8 spatial columns
-                self.i += 1
-                self.value_word()
-            elif w == "COMPRESSED":
-                self.i += 1
-                if self.is_op("="):
-                    self.value_word()
-            elif w in ("GENERATED", "AS"):
-                if self.accept_kw("GENERATED"):
-                    self.expect_kw("ALWAYS")
-                self.expect_kw("AS")
-                if self.accept_kw("ROW"):
-                    self.next()
-                else:
-                    self.skip_parens()
-                if self.is_kw("VIRTUAL") or self.is_kw("PERSISTENT") or self.is_kw("STORED"):
-                    self.i += 1
-                col.generated = True
-            elif w in ("CHECK", "CONSTRAINT"):
-                if self.accept_kw("CONSTRAINT") and not self.is_kw("CHECK"):
-                    self.next()
-                self.expect_kw("CHECK")
-                inner = self.skip_parens()
-                if _is_json_valid_of(inner, col.name):
-                    col.json_check = True
-            elif w == "REFERENCES":
-                self.skip_references()
-                col.references = True
-            else:
                 break
         return col
+
+    def _column_type_attr(self, col: ColumnDef, w: str) -> bool:
+        """Sign, ZEROFILL, BINARY, charset or collation; False (nothing consumed) if none."""
+        if w == "UNSIGNED":
+            self.i += 1
+            col.unsigned = True
+        elif w == "SIGNED":
+            self.i += 1
+        elif w == "ZEROFILL":
+            self.i += 1
+            col.zerofill = True
+            col.unsigned = True
+        elif w == "BINARY":
+            self.i += 1
+            col.binary_collation = True
+        elif w == "ASCII":
+            self.i += 1
+            col.charset = "latin1"
+        elif w == "UNICODE":
+            self.i += 1
+            col.charset = "ucs2"
+        elif w == "BYTE":
+            self.i += 1
+            col.charset = "binary"
+        elif self.accept_kw("CHARACTER", "SET") or self.accept_kw("CHARSET"):
+            col.charset = self.ident("a charset")
+        elif w == "COLLATE":
+            self.i += 1
+            col.collation = self.ident("a collation")
+        else:
+            return False
+        return True
+
+    def _column_null_default_key_attr(self, col: ColumnDef, w: str) -> bool:
+        """NULL, DEFAULT, ON UPDATE, AUTO_INCREMENT or an inline key; False (nothing consumed) if none."""
+        if self.accept_kw("NOT", "NULL"):
+            col.not_null = True
+        elif w == "NULL":
+            self.i += 1
+            col.not_null = False
+        elif w == "DEFAULT":
+            self.i += 1
+            col.default = self.default_value()
+        elif self.accept_kw("ON", "UPDATE"):
+            self.default_value()
+        elif w == "AUTO_INCREMENT":
+            self.i += 1
+            col.auto_increment = True
+        elif self.accept_kw("SERIAL", "DEFAULT", "VALUE"):
+            col.not_null = True
+            col.auto_increment = True
+            col.inline_unique = True
+        elif self.accept_kw("UNIQUE"):
+            self.accept_kw("KEY")
+            col.inline_unique = True
+        elif self.accept_kw("PRIMARY"):
+            self.accept_kw("KEY")
+            col.inline_primary = True
+        elif w == "KEY":
+            self.i += 1
+            col.inline_primary = True
+        else:
+            return False
+        return True
+
+    def _column_other_attr(self, col: ColumnDef, w: str) -> bool:
+        """COMMENT, storage options, GENERATED, CHECK or REFERENCES; False (nothing consumed) if none."""
+        if w == "COMMENT":
+            self.i += 1
+            col.comment = self.next().value
+        elif w in ("INVISIBLE", "VISIBLE"):
+            self.i += 1
+        elif self.accept_kw("WITH", "SYSTEM", "VERSIONING") or self.accept_kw(
+            "WITHOUT", "SYSTEM", "VERSIONING"
+        ):
+            pass
+        elif w in ("COLUMN_FORMAT", "STORAGE", "REF_SYSTEM_ID", "SRID"):  # SRID: MySQL 8 spatial columns
+            self.i += 1
+            self.value_word()
+        elif w == "COMPRESSED":
+            self.i += 1
+            if self.is_op("="):
+                self.value_word()
+        elif w in ("GENERATED", "AS"):
+            if self.accept_kw("GENERATED"):
+                self.expect_kw("ALWAYS")
+            self.expect_kw("AS")
+            if self.accept_kw("ROW"):
+                self.next()
+            else:
+                self.skip_parens()
+            if self.is_kw("VIRTUAL") or self.is_kw("PERSISTENT") or self.is_kw("STORED"):
+                self.i += 1
+            col.generated = True
+        elif w in ("CHECK", "CONSTRAINT"):
+            if self.accept_kw("CONSTRAINT") and not self.is_kw("CHECK"):
+                self.next()
+            self.expect_kw("CHECK")
+            inner = self.skip_parens()
+            if _is_json_valid_of(inner, col.name):
+                col.json_check = True
+        elif w == "REFERENCES":
+            self.skip_references()
+            col.references = True
+        else:
+            return False
+        return True
 
     def default_value(self) -> DefaultValue:
         t = self.peek()

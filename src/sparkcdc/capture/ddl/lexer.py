@@ -73,21 +73,9 @@ def tokenize(sql: str) -> list[Token]:
             i = i2
             continue
         if c == "`":
-            j = i + 1
-            buf: list[str] = []
-            while True:
-                if j >= n:
-                    raise SchemaError(f"unterminated quoted identifier at offset {i} in {clip_sql(sql)!r}")
-                if sql[j] == "`":
-                    if j + 1 < n and sql[j + 1] == "`":
-                        buf.append("`")
-                        j += 2
-                        continue
-                    break
-                buf.append(sql[j])
-                j += 1
-            toks.append(Token("qid", "".join(buf), i))
-            i = j + 1
+            val, i2 = _read_quoted_ident(sql, i)
+            toks.append(Token("qid", val, i))
+            i = i2
             continue
         if c in "xXbB" and i + 1 < n and sql[i + 1] == "'":
             j = sql.find("'", i + 2)
@@ -102,32 +90,15 @@ def tokenize(sql: str) -> list[Token]:
             i = i2
             continue
         if c == "0" and i + 2 < n and sql[i + 1] in "xb" and sql[i + 2] in "0123456789abcdefABCDEF":
-            j = i + 2
-            while j < n and _is_ident_char(sql[j]):
-                j += 1
-            body = sql[i + 2 : j]
-            ok = (
-                all(ch in "0123456789abcdefABCDEF" for ch in body)
-                if sql[i + 1] == "x"
-                else set(body) <= {"0", "1"}
-            )
-            if ok:
-                toks.append(Token("hex" if sql[i + 1] == "x" else "bin", body, i))
-                i = j
+            lit = _read_0x_literal(sql, i)
+            if lit is not None:
+                toks.append(lit[0])
+                i = lit[1]
                 continue
         prev_is_name = bool(toks) and (toks[-1].kind in ("id", "qid") or toks[-1].value == ")")
         if c.isdigit() or (c == "." and i + 1 < n and sql[i + 1].isdigit() and not prev_is_name):
-            m = re.compile(r"\d*\.?\d*(?:[eE][+-]?\d+)?").match(sql, i)
-            assert m is not None
-            j = m.end()
-            if j < n and _is_ident_char(sql[j]) and "." not in m.group(0):
-                # MySQL allows names that start with digits (``1a``)
-                while j < n and _is_ident_char(sql[j]):
-                    j += 1
-                toks.append(Token("id", sql[i:j], i))
-            else:
-                toks.append(Token("num", m.group(0), i))
-            i = j
+            tok, i = _read_number(sql, i)
+            toks.append(tok)
             continue
         if _is_ident_char(c):
             j = i
@@ -145,6 +116,52 @@ def tokenize(sql: str) -> list[Token]:
             toks.append(Token("op", c, i))
             i += 1
     return toks
+
+
+def _read_quoted_ident(sql: str, i: int) -> tuple[str, int]:
+    """A backquoted name starting at ``i`` (doubled backquotes unescaped), and the offset after it."""
+    n = len(sql)
+    j = i + 1
+    buf: list[str] = []
+    while True:
+        if j >= n:
+            raise SchemaError(f"unterminated quoted identifier at offset {i} in {clip_sql(sql)!r}")
+        if sql[j] == "`":
+            if j + 1 < n and sql[j + 1] == "`":
+                buf.append("`")
+                j += 2
+                continue
+            break
+        buf.append(sql[j])
+        j += 1
+    return "".join(buf), j + 1
+
+
+def _read_0x_literal(sql: str, i: int) -> tuple[Token, int] | None:
+    """A ``0x...``/``0b...`` literal at ``i`` and the offset after it; None if its digits do not fit."""
+    n = len(sql)
+    j = i + 2
+    while j < n and _is_ident_char(sql[j]):
+        j += 1
+    body = sql[i + 2 : j]
+    ok = all(ch in "0123456789abcdefABCDEF" for ch in body) if sql[i + 1] == "x" else set(body) <= {"0", "1"}
+    if not ok:
+        return None
+    return Token("hex" if sql[i + 1] == "x" else "bin", body, i), j
+
+
+def _read_number(sql: str, i: int) -> tuple[Token, int]:
+    """A number at ``i`` (or a name that starts with digits) and the offset after it."""
+    n = len(sql)
+    m = re.compile(r"\d*\.?\d*(?:[eE][+-]?\d+)?").match(sql, i)
+    assert m is not None
+    j = m.end()
+    if j < n and _is_ident_char(sql[j]) and "." not in m.group(0):
+        # MySQL allows names that start with digits (``1a``)
+        while j < n and _is_ident_char(sql[j]):
+            j += 1
+        return Token("id", sql[i:j], i), j
+    return Token("num", m.group(0), i), j
 
 
 def _read_string(sql: str, i: int) -> tuple[str, int]:

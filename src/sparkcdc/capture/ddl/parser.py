@@ -324,125 +324,17 @@ class _Parser(DefinitionParser):
         assert t is not None
         w = t.upper
         if w == "ADD":
-            self.i += 1
-            if self.is_kw("PARTITION"):
-                self.skip_rest_of_spec()
-                return AlterSpec("partition")
-            if self.is_kw("PERIOD") or self.is_kw("SYSTEM", "VERSIONING"):
-                self.skip_rest_of_spec()
-                return AlterSpec("system_versioning")
-            if self.is_kw("CHECK") or (self.is_kw("CONSTRAINT") and not self._constraint_is_index()):
-                self.skip_rest_of_spec()
-                return AlterSpec("noop")
-            idx = self.index_def()
-            if idx is not None:
-                return AlterSpec("add_index", index=idx, if_exists=idx.if_not_exists)
-            self.accept_kw("COLUMN")
-            ine = self.accept_if_not_exists()
-            if self.accept_op("("):
-                cols: list[ColumnDef] = []
-                idxs: list[IndexDef] = []
-                while True:
-                    ix = self.index_def()
-                    if ix is not None:
-                        idxs.append(ix)
-                    else:
-                        cols.append(self.column_def(self.ident("a column name")))
-                    if self.accept_op(","):
-                        continue
-                    self.expect_op(")")
-                    break
-                return AlterSpec("add_column", columns=cols, indexes=idxs, if_exists=ine)
-            col = self.column_def(self.ident("a column name"))
-            return AlterSpec("add_column", columns=[col], position=self.position(), if_exists=ine)
+            return self._alter_add()
         if w == "DROP":
-            self.i += 1
-            if self.accept_kw("PRIMARY", "KEY"):
-                return AlterSpec("drop_primary")
-            if self.accept_kw("INDEX") or self.accept_kw("KEY"):
-                ie = self.accept_if_exists()
-                return AlterSpec("drop_index", name=self.ident("an index name"), if_exists=ie)
-            if self.accept_kw("FOREIGN", "KEY"):
-                ie = self.accept_if_exists()
-                return AlterSpec("drop_foreign_key", name=self.ident(), if_exists=ie)
-            if self.accept_kw("CONSTRAINT"):
-                ie = self.accept_if_exists()
-                return AlterSpec("drop_constraint", name=self.ident(), if_exists=ie)
-            if self.accept_kw("CHECK"):
-                self.skip_rest_of_spec()
-                return AlterSpec("noop")
-            if self.is_kw("PARTITION"):
-                self.skip_rest_of_spec()
-                return AlterSpec("partition")
-            if self.is_kw("PERIOD") or self.is_kw("SYSTEM", "VERSIONING"):
-                self.skip_rest_of_spec()
-                return AlterSpec("system_versioning")
-            self.accept_kw("COLUMN")
-            ie = self.accept_if_exists()
-            name = self.ident("a column name")
-            self.accept_kw("RESTRICT") or self.accept_kw("CASCADE")
-            return AlterSpec("drop_column", name=name, if_exists=ie)
-        if w == "MODIFY":
-            self.i += 1
-            self.accept_kw("COLUMN")
-            ie = self.accept_if_exists()
-            col = self.column_def(self.ident("a column name"))
-            return AlterSpec(
-                "modify_column", column=col, name=col.name, position=self.position(), if_exists=ie
-            )
-        if w == "CHANGE":
-            self.i += 1
-            self.accept_kw("COLUMN")
-            ie = self.accept_if_exists()
-            old = self.ident("a column name")
-            col = self.column_def(self.ident("a column name"))
-            return AlterSpec("change_column", column=col, name=old, position=self.position(), if_exists=ie)
+            return self._alter_drop()
+        if w in ("MODIFY", "CHANGE"):
+            return self._alter_modify_or_change(w)
         if w == "ALTER":
-            self.i += 1
-            if self.accept_kw("INDEX") or self.accept_kw("KEY"):
-                self.skip_rest_of_spec()
-                return AlterSpec("noop")
-            if self.accept_kw("CHECK") or self.accept_kw("CONSTRAINT"):
-                self.skip_rest_of_spec()
-                return AlterSpec("noop")
-            self.accept_kw("COLUMN")
-            ie = self.accept_if_exists()
-            name = self.ident("a column name")
-            if self.accept_kw("SET", "DEFAULT"):
-                return AlterSpec("set_default", name=name, default=self.default_value(), if_exists=ie)
-            if self.accept_kw("DROP", "DEFAULT"):
-                return AlterSpec("drop_default", name=name, if_exists=ie)
-            if self.accept_kw("SET", "VISIBLE") or self.accept_kw("SET", "INVISIBLE"):
-                return AlterSpec("noop")
-            raise self.error("expected SET DEFAULT or DROP DEFAULT")
+            return self._alter_alter()
         if w == "RENAME":
-            self.i += 1
-            if self.accept_kw("COLUMN"):
-                ie = self.accept_if_exists()
-                old = self.ident("a column name")
-                self.expect_kw("TO")
-                return AlterSpec(
-                    "rename_column", name=old, new_name=self.ident("a column name"), if_exists=ie
-                )
-            if self.accept_kw("INDEX") or self.accept_kw("KEY"):
-                ie = self.accept_if_exists()
-                old = self.ident("an index name")
-                self.expect_kw("TO")
-                return AlterSpec("rename_index", name=old, new_name=self.ident("an index name"), if_exists=ie)
-            self.accept_kw("TO") or self.accept_kw("AS")
-            return AlterSpec("rename_table", table=self.table_name())
+            return self._alter_rename()
         if w == "CONVERT":
-            self.i += 1
-            if self.is_kw("PARTITION") or self.is_kw("TABLE"):
-                raise self.error("CONVERT PARTITION/TABLE is not supported")
-            self.expect_kw("TO")
-            if not (self.accept_kw("CHARACTER", "SET") or self.accept_kw("CHARSET")):
-                raise self.error("expected CHARACTER SET")
-            cs = self.value_word()
-            co: str | None = None
-            if self.accept_kw("COLLATE"):
-                co = self.value_word()
-            return AlterSpec("convert", options=TableOptions(charset=cs, collation=co))
+            return self._alter_convert()
         if w == "PARTITION" and not self.is_kw("PARTITION", "BY"):
             self.skip_rest_of_spec()
             return AlterSpec("partition")
@@ -458,6 +350,133 @@ class _Parser(DefinitionParser):
             raise self.error("unexpected token in ALTER TABLE")
         opts = self.table_options(stop_words=(",",), allow_select=False)
         return AlterSpec("options", options=opts)
+
+    def _alter_add(self) -> AlterSpec:
+        """ADD ...: a partition, period, check or constraint, an index, or one or more columns."""
+        self.i += 1
+        if self.is_kw("PARTITION"):
+            self.skip_rest_of_spec()
+            return AlterSpec("partition")
+        if self.is_kw("PERIOD") or self.is_kw("SYSTEM", "VERSIONING"):
+            self.skip_rest_of_spec()
+            return AlterSpec("system_versioning")
+        if self.is_kw("CHECK") or (self.is_kw("CONSTRAINT") and not self._constraint_is_index()):
+            self.skip_rest_of_spec()
+            return AlterSpec("noop")
+        idx = self.index_def()
+        if idx is not None:
+            return AlterSpec("add_index", index=idx, if_exists=idx.if_not_exists)
+        self.accept_kw("COLUMN")
+        ine = self.accept_if_not_exists()
+        if self.accept_op("("):
+            cols: list[ColumnDef] = []
+            idxs: list[IndexDef] = []
+            while True:
+                ix = self.index_def()
+                if ix is not None:
+                    idxs.append(ix)
+                else:
+                    cols.append(self.column_def(self.ident("a column name")))
+                if self.accept_op(","):
+                    continue
+                self.expect_op(")")
+                break
+            return AlterSpec("add_column", columns=cols, indexes=idxs, if_exists=ine)
+        col = self.column_def(self.ident("a column name"))
+        return AlterSpec("add_column", columns=[col], position=self.position(), if_exists=ine)
+
+    def _alter_drop(self) -> AlterSpec:
+        """DROP ...: the primary key, an index, foreign key, constraint, check, partition, period, column."""
+        self.i += 1
+        if self.accept_kw("PRIMARY", "KEY"):
+            return AlterSpec("drop_primary")
+        if self.accept_kw("INDEX") or self.accept_kw("KEY"):
+            ie = self.accept_if_exists()
+            return AlterSpec("drop_index", name=self.ident("an index name"), if_exists=ie)
+        if self.accept_kw("FOREIGN", "KEY"):
+            ie = self.accept_if_exists()
+            return AlterSpec("drop_foreign_key", name=self.ident(), if_exists=ie)
+        if self.accept_kw("CONSTRAINT"):
+            ie = self.accept_if_exists()
+            return AlterSpec("drop_constraint", name=self.ident(), if_exists=ie)
+        if self.accept_kw("CHECK"):
+            self.skip_rest_of_spec()
+            return AlterSpec("noop")
+        if self.is_kw("PARTITION"):
+            self.skip_rest_of_spec()
+            return AlterSpec("partition")
+        if self.is_kw("PERIOD") or self.is_kw("SYSTEM", "VERSIONING"):
+            self.skip_rest_of_spec()
+            return AlterSpec("system_versioning")
+        self.accept_kw("COLUMN")
+        ie = self.accept_if_exists()
+        name = self.ident("a column name")
+        self.accept_kw("RESTRICT") or self.accept_kw("CASCADE")
+        return AlterSpec("drop_column", name=name, if_exists=ie)
+
+    def _alter_modify_or_change(self, word: str) -> AlterSpec:
+        """MODIFY [COLUMN] col def, or CHANGE [COLUMN] old new def: a column redefined in place."""
+        self.i += 1
+        self.accept_kw("COLUMN")
+        ie = self.accept_if_exists()
+        if word == "MODIFY":
+            col = self.column_def(self.ident("a column name"))
+            return AlterSpec(
+                "modify_column", column=col, name=col.name, position=self.position(), if_exists=ie
+            )
+        old = self.ident("a column name")
+        col = self.column_def(self.ident("a column name"))
+        return AlterSpec("change_column", column=col, name=old, position=self.position(), if_exists=ie)
+
+    def _alter_alter(self) -> AlterSpec:
+        """ALTER ...: an index, check or constraint (no-ops), or a column's default or visibility."""
+        self.i += 1
+        if self.accept_kw("INDEX") or self.accept_kw("KEY"):
+            self.skip_rest_of_spec()
+            return AlterSpec("noop")
+        if self.accept_kw("CHECK") or self.accept_kw("CONSTRAINT"):
+            self.skip_rest_of_spec()
+            return AlterSpec("noop")
+        self.accept_kw("COLUMN")
+        ie = self.accept_if_exists()
+        name = self.ident("a column name")
+        if self.accept_kw("SET", "DEFAULT"):
+            return AlterSpec("set_default", name=name, default=self.default_value(), if_exists=ie)
+        if self.accept_kw("DROP", "DEFAULT"):
+            return AlterSpec("drop_default", name=name, if_exists=ie)
+        if self.accept_kw("SET", "VISIBLE") or self.accept_kw("SET", "INVISIBLE"):
+            return AlterSpec("noop")
+        raise self.error("expected SET DEFAULT or DROP DEFAULT")
+
+    def _alter_rename(self) -> AlterSpec:
+        """RENAME ...: a column, an index, or the table itself."""
+        self.i += 1
+        if self.accept_kw("COLUMN"):
+            ie = self.accept_if_exists()
+            old = self.ident("a column name")
+            self.expect_kw("TO")
+            return AlterSpec("rename_column", name=old, new_name=self.ident("a column name"), if_exists=ie)
+        if self.accept_kw("INDEX") or self.accept_kw("KEY"):
+            ie = self.accept_if_exists()
+            old = self.ident("an index name")
+            self.expect_kw("TO")
+            return AlterSpec("rename_index", name=old, new_name=self.ident("an index name"), if_exists=ie)
+        self.accept_kw("TO") or self.accept_kw("AS")
+        return AlterSpec("rename_table", table=self.table_name())
+
+    def _alter_convert(self) -> AlterSpec:
+        """CONVERT TO CHARACTER SET cs [COLLATE co]: every text column moves to the charset."""
+        self.i += 1
+        if self.is_kw("PARTITION") or self.is_kw("TABLE"):
+            raise self.error("CONVERT PARTITION/TABLE is not supported")
+        self.expect_kw("TO")
+        if not (self.accept_kw("CHARACTER", "SET") or self.accept_kw("CHARSET")):
+            raise self.error("expected CHARACTER SET")
+        cs = self.value_word()
+        co: str | None = None
+        if self.accept_kw("COLLATE"):
+            co = self.value_word()
+        return AlterSpec("convert", options=TableOptions(charset=cs, collation=co))
 
     def _partition_op(self, word: str) -> AlterSpec:
         """A partition operation; EXCHANGE PARTITION p WITH TABLE t names the table whose rows move too."""

@@ -144,7 +144,7 @@ def test_without_commit_ts_a_replay_publishes_again_and_says_so(
     rows = [r for r in batch_rows() if r.commit_ts == TS[0]]
     write(sink, rows, replay=False)
     once = records(tmp_path, "csv")
-    with caplog.at_level(logging.WARNING):
+    with caplog.at_level(logging.INFO):
         write(sink, rows, replay=True)
     assert "include-commit-ts = true" in caplog.text
     assert records(tmp_path, "csv") == once + once

@@ -221,10 +221,10 @@ class StorageWriter(PartitionWriter):
         if not tail_has_commit_ts(s.protocol, enc.config, enc.enable_tidb_extension):
             if not StorageWriter._warned_untimed:
                 StorageWriter._warned_untimed = True
-                log.warning(
-                    "a replayed batch cannot tell which of its rows an earlier attempt published: the "
-                    "records carry no commit_ts (set [sink.csv] include-commit-ts = true, or "
-                    "enable-tidb-extension=true for canal-json); they are published again (at least once)"
+                log.info(
+                    "storage sink: the records carry no commit_ts, so a batch run again after a restart "
+                    "publishes again what its earlier attempt published (at least once); set [sink.csv] "
+                    "include-commit-ts = true (or enable-tidb-extension=true for canal-json) to skip it"
                 )
             return None
         directory = DataDir(buf.schema, buf.table, buf.version, None, buf.date)

@@ -676,6 +676,60 @@ def charsets(up: LocalMariaDB, db: str) -> None:
     )
 
 
+def more_charsets(up: LocalMariaDB, db: str) -> None:
+    """Text in the charsets whose tables differ from ISO-8859-1 and UTF-8 (MySQL's latin1 is cp1252:
+    '€' is 0x80), multi-byte and UCS-2/UTF-16/UTF-32 columns, and ENUM/SET elements in them (as
+    MariaDB's ctype tests write them, hex-literal elements of a binary ENUM too)."""
+    create_db(
+        up,
+        db,
+        "CREATE TABLE t (id INT PRIMARY KEY, "
+        "l1 VARCHAR(20) CHARACTER SET latin1, "
+        "k VARCHAR(20) CHARACTER SET koi8r, "
+        "w VARCHAR(20) CHARACTER SET cp1251, "
+        "l2 VARCHAR(20) CHARACTER SET latin2, "
+        "sj VARCHAR(20) CHARACTER SET sjis, "
+        "gb TEXT CHARACTER SET gbk, "
+        "u2 VARCHAR(20) CHARACTER SET ucs2, "
+        "u16 TEXT CHARACTER SET utf16, "
+        "u32 VARCHAR(20) CHARACTER SET utf32, "
+        "e2 ENUM('x', 'y', 'é') CHARACTER SET ucs2, "
+        "s16 SET('a', 'b', 'ü') CHARACTER SET utf16, "
+        "eb ENUM(0x6100, 0x6200, 0x6300) CHARACTER SET binary, "
+        "ek ENUM('да', 'нет') CHARACTER SET koi8r)",
+    )
+    rows = [
+        (
+            1,
+            "€ Š œ Ÿ ‰",
+            "Привет",
+            "Добрый",
+            "Zażółć",
+            "日本語",
+            "中文字符",
+            "ü€",
+            "😀 utf16",
+            "𝄞 utf32",
+            "é",
+            "a,ü",
+            "b\x00",
+            "да",
+        ),
+        (2, "", "", "", "", "", "", "", "", "", "x", "", "a\x00", "нет"),
+        (3, None, None, None, None, None, None, None, None, None, None, None, None, None),
+    ]
+    sql(
+        up,
+        db,
+        *[("INSERT INTO t VALUES (" + ", ".join(["%s"] * 14) + ")", r) for r in rows],
+        (
+            "UPDATE t SET l1 = %s, k = %s, e2 = 'y', s16 = 'b', eb = 'c\x00', ek = 'нет' WHERE id = 1",
+            ("ƒ„…†", "Ёжик"),
+        ),
+        "DELETE FROM t WHERE id = 2",
+    )
+
+
 def large_values(up: LocalMariaDB, db: str) -> None:
     """Values of a few hundred kilobytes in TEXT and BLOB columns (well under max_allowed_packet)."""
     create_db(up, db, "CREATE TABLE t (id INT PRIMARY KEY, doc MEDIUMTEXT, img MEDIUMBLOB)")
@@ -889,6 +943,7 @@ FORMS: list[Form] = [
     Form("invisible_columns", invisible_columns),
     Form("charsets", charsets),
     Form("large_values", large_values),
+    Form("more_charsets", more_charsets),
     Form("compressed_columns", compressed_columns),
     Form("mariadb_types", mariadb_types),
     Form("ddl_sql_mode", ddl_sql_mode),

@@ -24,7 +24,7 @@ from zoneinfo import ZoneInfo
 from sparkcdc.capture import tablemap as tmod
 from sparkcdc.capture.jsonbinary import JsonBinaryError, decode_json_binary, opaque_text
 from sparkcdc.capture.mysqldecimal import decimal_size, decode_decimal
-from sparkcdc.capture.tablemap import TableMap, charset_codec
+from sparkcdc.capture.tablemap import TableMap, column_codec
 from sparkcdc.errors import DecodeError
 from sparkcdc.model import RowChange
 
@@ -389,7 +389,7 @@ def read_value(tm: TableMap, tsr: TimestampRenderer, i: int, buf: bytes, p: int)
         return decode_json_binary(buf[p : p + n]), p + n
     # strings and BLOBs: a little-endian length, then the bytes (text in the column's charset)
     cs = tm.charsets[i]
-    codec = charset_codec(cs) if cs is not None and t != tmod.T_GEOMETRY else "binary"
+    codec = column_codec(tm, i) if cs is not None and t != tmod.T_GEOMETRY else "binary"
     if t in _STRING_TYPES:
         maxlen = m[1] if isinstance(m, tuple) else m
         length_bytes = 2 if maxlen > 255 else 1
@@ -574,7 +574,7 @@ def native_column(tm: TableMap, tsr: TimestampRenderer, i: int) -> tuple[int, in
         kinds = {"uuid": n.K_UUID, "inet4": n.K_INET4, "inet6": n.K_INET6}
         return (kinds[plugin], i, 1, 0, None)
     cs = tm.charsets[i]
-    codec = charset_codec(cs) if cs is not None else "binary"
+    codec = column_codec(tm, i) if cs is not None else "binary"
     if t in (tmod.T_VARCHAR, tmod.T_VAR_STRING, tmod.T_STRING):
         maxlen = m[1] if isinstance(m, tuple) else int(m)
         pad = maxlen if t == tmod.T_STRING and codec == "binary" else 0

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from sparkcdc.errors import SchemaError
+from sparkcdc.capture.charsets import charset_of, codec_of
+from sparkcdc.errors import DecodeError, SchemaError
 from sparkcdc.model import ColumnInfo, IndexInfo, TableInfo
 
 # enum_field_types
@@ -59,57 +60,26 @@ CHARACTER_TYPES = frozenset(
 
 # Charset ids that are binary; every other id is decoded as text.
 BINARY_CHARSET = 63
-# A few collation ids → Python codec names; the default is utf-8.
-_CHARSET_CODEC = {
-    8: "latin1",
-    47: "latin1",
-    48: "latin1",
-    49: "latin1",
-    5: "latin1",
-    15: "latin1",
-    31: "latin1",
-    94: "latin1",
-    11: "ascii",
-    65: "ascii",
-    33: "utf-8",
-    83: "utf-8",
-    192: "utf-8",
-    45: "utf-8",
-    46: "utf-8",
-    224: "utf-8",
-    255: "utf-8",
-    28: "gbk",
-    87: "gbk",
-    63: "binary",
-    24: "gb2312",
-    1: "big5",
-    13: "sjis",
-    19: "euc_kr",
-}
-_LATIN1_IDS = {5, 8, 15, 31, 47, 48, 49, 94}
-_ASCII_IDS = {11, 65}
 
 
 def charset_codec(collation_id: int) -> str:
-    """The Python codec for a MySQL collation id ('binary' for bytes)."""
-    if collation_id == BINARY_CHARSET:
-        return "binary"
-    if collation_id in _CHARSET_CODEC:
-        return _CHARSET_CODEC[collation_id]
-    return "utf-8"
+    """The Python codec for a collation id ('binary' for bytes); DecodeError when sparkcdc has none."""
+    return codec_of(collation_id)
 
 
-def charset_name(collation_id: int) -> str:
-    """A MySQL charset name for a collation id (good enough for TableInfo)."""
-    if collation_id == BINARY_CHARSET:
-        return "binary"
-    if collation_id in _LATIN1_IDS:
-        return "latin1"
-    if collation_id in _ASCII_IDS:
-        return "ascii"
-    if collation_id in (33, 83, 192, 223):
-        return "utf8mb3"
-    return "utf8mb4"
+def column_codec(tm: TableMap, i: int) -> str:
+    """``charset_codec`` of column ``i`` (its charset known), a DecodeError naming the column."""
+    cs = tm.charsets[i]
+    assert cs is not None
+    try:
+        return codec_of(cs)
+    except DecodeError as exc:
+        raise DecodeError(f"column {tm.schema}.{tm.table}.{column_name(tm, i)}: {exc.message}") from None
+
+
+def column_name(tm: TableMap, i: int) -> str:
+    """Column ``i``'s name, or ``@<i+1>`` when the map has no names."""
+    return tm.names[i] if i < len(tm.names) else f"@{i + 1}"
 
 
 @dataclass(slots=True)
@@ -277,6 +247,8 @@ def _parse_optional_metadata(tm: TableMap, body: bytes, pos: int, mariadb: bool 
     set_idx = [i for i in range(ncol) if real[i] == T_SET]
     tm.unsigned = [False] * ncol
     tm.charsets = [None] * ncol
+    raw_elements: dict[int, list[bytes]] = {}
+    """ENUM/SET elements as the map has them: in the column's charset, which a later field gives."""
     end = len(body)
     while pos < end:
         typ = body[pos]
@@ -316,7 +288,6 @@ def _parse_optional_metadata(tm: TableMap, body: bytes, pos: int, mariadb: bool 
             tm.names = names
         elif typ in (5, 6):  # SET_STR_VALUE / ENUM_STR_VALUE
             cols = set_idx if typ == 5 else enum_idx
-            target = tm.set_values if typ == 5 else tm.enum_values
             p = 0
             for i in cols:
                 if p >= len(val):
@@ -325,9 +296,9 @@ def _parse_optional_metadata(tm: TableMap, body: bytes, pos: int, mariadb: bool 
                 items = []
                 for _ in range(cnt):
                     n, p = read_packed(val, p)
-                    items.append(val[p : p + n].decode("utf-8", "surrogateescape"))
+                    items.append(val[p : p + n])
                     p += n
-                target[i] = items
+                raw_elements[i] = items
         elif typ == 8:  # SIMPLE_PRIMARY_KEY
             p = 0
             pk = []
@@ -345,6 +316,20 @@ def _parse_optional_metadata(tm: TableMap, body: bytes, pos: int, mariadb: bool 
             tm.primary_key = pk
     if not tm.names:
         tm.names = [f"@{i + 1}" for i in range(ncol)]
+    for i, items in raw_elements.items():
+        codec = _element_codec(tm, i)
+        target = tm.enum_values if real[i] == T_ENUM else tm.set_values
+        target[i] = [e.decode(codec, "surrogateescape") for e in items]
+
+
+def _element_codec(tm: TableMap, i: int) -> str:
+    """The codec of ENUM/SET column ``i``'s elements: its charset's; byte for byte when it is binary."""
+    cs = tm.charsets[i]
+    if cs is None:
+        return "utf-8"  # a map without the ENUM_AND_SET charsets: the server's utf8 default
+    if cs == BINARY_CHARSET:
+        return "latin1"  # bytes as the code points of the same numbers, as DDL's 0x literals read
+    return column_codec(tm, i)
 
 
 _BLOB_BY_LEN = {
@@ -409,7 +394,7 @@ def table_info_from_map(tm: TableMap, version: int = 0) -> TableInfo:
             name = "geometry"
         else:
             name = "varchar"
-        charset = None if binary or cs_id is None else charset_name(cs_id)
+        charset = None if binary or cs_id is None else charset_of(cs_id)
         cols.append(
             ColumnInfo(
                 name=tm.names[i],

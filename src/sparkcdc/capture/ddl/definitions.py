@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
+from sparkcdc.capture.charsets import charset_codec
 from sparkcdc.capture.ddl.lexer import Token, TokenCursor, clip_sql, quote_ident
 from sparkcdc.capture.ddl.statements import ColumnDef, DefaultValue, IndexDef, TableName
 from sparkcdc.errors import SchemaError
@@ -306,7 +307,8 @@ class DefinitionParser(TokenCursor):
         if self.is_op("("):
             inner = self.skip_parens()
             if base in ("enum", "set"):
-                col.args = [x.value for x in inner if x.kind == "str"]
+                col.args = [_element_text(x) for x in inner if x.kind in ("str", "hex", "bin")]
+                col.literal_elements = any(x.kind in ("hex", "bin") for x in inner)
             else:
                 col.args = [x.value for x in inner if x.kind == "num"]
 
@@ -325,6 +327,10 @@ class DefinitionParser(TokenCursor):
                 or self._column_other_attr(col, w)
             ):
                 break
+        if col.literal_elements and col.charset and col.charset.lower() != "binary":
+            # 0x/b'' elements are bytes in the column's charset, as the table map gives them
+            codec = charset_codec(col.charset, f"column {col.name!r}")
+            col.args = [e.encode("latin1").decode(codec, "surrogateescape") for e in col.args]
         return col
 
     def _column_type_attr(self, col: ColumnDef, w: str) -> bool:
@@ -545,6 +551,17 @@ def _expr_default(toks: list[Token]) -> DefaultValue:
         out.append(s)
         prev_word = word
     return DefaultValue("expr", "".join(out))
+
+
+def _element_text(t: Token) -> str:
+    """An ENUM/SET element: a string as written; a hex or bit literal's bytes, one code point per byte."""
+    if t.kind == "str":
+        return t.value
+    if t.kind == "hex":
+        digits = t.value if len(t.value) % 2 == 0 else "0" + t.value
+        return bytes.fromhex(digits).decode("latin1")
+    bits = t.value or "0"
+    return int(bits, 2).to_bytes((len(bits) + 7) // 8, "big").decode("latin1")
 
 
 def _wraps(toks: list[Token]) -> bool:

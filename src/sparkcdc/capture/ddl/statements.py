@@ -43,6 +43,8 @@ class ColumnDef:
     name: str
     type_name: str
     args: list[str] = field(default_factory=list)
+    literal_elements: bool = False
+    """ENUM/SET elements written as 0x/X'' or b'' literals (``args`` holds their bytes as code points)."""
     unsigned: bool = False
     zerofill: bool = False
     binary_collation: bool = False

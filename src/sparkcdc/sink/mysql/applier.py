@@ -62,6 +62,7 @@ from sparkcdc.sink.mysql.connection import (
     ConnParams,
     classify,
     connect,
+    ddl_sql_mode,
     error_code,
 )
 from sparkcdc.sink.mysql.statements import Statement, StatementPlanner, TablePlan, quote_ident_raw
@@ -122,8 +123,9 @@ _BAD_MODE = re.compile(r"can't be set to the value of '([^']*)'")
 
 
 @contextlib.contextmanager
-def ddl_sql_mode(conn: Any, sql_mode: str | None) -> Iterator[None]:
-    """The session's ``sql_mode`` set to ``sql_mode`` (None: the server's global one), then restored.
+def ddl_session_mode(conn: Any, sql_mode: str | None) -> Iterator[None]:
+    """The session's ``sql_mode`` set to ``sql_mode`` (None: ``connection.ddl_sql_mode`` of the server's
+    global one), then restored.
 
     A flag the downstream does not know (a MariaDB one on MySQL, a removed one) is left out,
     one at a time as the server names it, and logged.
@@ -131,7 +133,7 @@ def ddl_sql_mode(conn: Any, sql_mode: str | None) -> Iterator[None]:
     with conn.cursor() as cur:
         cur.execute("SELECT @@SESSION.sql_mode, @@GLOBAL.sql_mode")
         session, default = cur.fetchone()
-        flags = [f for f in (default if sql_mode is None else sql_mode).split(",") if f]
+        flags = [f for f in (ddl_sql_mode(default) if sql_mode is None else sql_mode).split(",") if f]
         while True:
             try:
                 cur.execute("SET SESSION sql_mode = %s", (",".join(flags),))
@@ -263,7 +265,7 @@ class MySQLApplier:
         # autocommit off, even with no other session: run DDL with autocommit on.
         conn.autocommit(True)
         try:
-            with ddl_sql_mode(conn, sql_mode):
+            with ddl_session_mode(conn, sql_mode):
                 return self._exec_ddl_autocommit(conn, schema, query)
         finally:
             try:

@@ -67,13 +67,21 @@ _SQL_MODE_DISABLE = frozenset(
 _SQL_MODE_ENABLE = ("NO_AUTO_VALUE_ON_ZERO", "ALLOW_INVALID_DATES")
 
 
-def adjust_sql_mode(mode: str) -> str:
+def adjust_sql_mode(mode: str, enable: tuple[str, ...] = _SQL_MODE_ENABLE) -> str:
     """The downstream sql_mode derived from the server's default (see the module docstring)."""
     flags = [f for f in mode.split(",") if f and f.upper() not in _SQL_MODE_DISABLE]
-    for f in _SQL_MODE_ENABLE:
+    for f in enable:
         if f not in (x.upper() for x in flags):
             flags.append(f)
     return ",".join(flags)
+
+
+def ddl_sql_mode(server_default: str) -> str:
+    """The sql_mode of a DDL whose upstream mode is unknown (TiCDC's formats do not carry it): the
+    server's default, relaxed as for rows, but without NO_AUTO_VALUE_ON_ZERO, which the upstream
+    session did not have unless its default did (an AUTO_INCREMENT column added over 0 values
+    numbers them there)."""
+    return adjust_sql_mode(server_default, ("ALLOW_INVALID_DATES",))
 
 
 def mysql_time_zone(tz: str) -> str:

@@ -87,3 +87,13 @@ def test_the_checkpoint_is_the_last_resort_and_no_progress_blames_nothing() -> N
     assert failed_segment(BEGIN, BOUNDS, SEGS, 100, "Lost connection", 115) == 1
     assert failed_segment(BEGIN, BOUNDS, SEGS, 110, "Lost connection", 110) is None
     assert failed_segment(BEGIN, BOUNDS, SEGS, 140, "at mysql-bin.000003:950", None) is None
+
+
+def test_runs_stop_after_the_restart_segments_then_at_the_target() -> None:
+    from tests.oracle.harness import Capture
+
+    cap = Capture("c", 100, 140, ["db_a"], SEGS, BEGIN, BOUNDS, None, {}, {}, restarts=("a", "c"))  # type: ignore[arg-type]
+    assert cap.stops(100) == [110, 130, 140]
+    # a run resumed after segment b (a failure): only the restarts after its start
+    assert cap.stops(120) == [130, 140]
+    assert cap.stops(130) == [140]

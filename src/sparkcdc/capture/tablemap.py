@@ -394,7 +394,7 @@ def table_info_from_map(tm: TableMap, version: int = 0) -> TableInfo:
             name = "geometry"
         else:
             name = "varchar"
-        charset = None if binary or cs_id is None else charset_of(cs_id)
+        charset = None if binary or cs_id is None else (charset_of(cs_id) or "utf8mb4")
         cols.append(
             ColumnInfo(
                 name=tm.names[i],

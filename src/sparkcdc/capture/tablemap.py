@@ -62,13 +62,8 @@ CHARACTER_TYPES = frozenset(
 BINARY_CHARSET = 63
 
 
-def charset_codec(collation_id: int) -> str:
-    """The Python codec for a collation id ('binary' for bytes); DecodeError when sparkcdc has none."""
-    return codec_of(collation_id)
-
-
 def column_codec(tm: TableMap, i: int) -> str:
-    """``charset_codec`` of column ``i`` (its charset known), a DecodeError naming the column."""
+    """The codec of column ``i``'s collation (``charsets.codec_of``); a DecodeError naming the column."""
     cs = tm.charsets[i]
     assert cs is not None
     try:

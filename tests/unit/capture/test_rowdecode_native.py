@@ -16,6 +16,7 @@ import pytest
 
 from sparkcdc.capture import rowcodec
 from sparkcdc.capture import tablemap as t
+from sparkcdc.capture.charsets import codec_of
 from sparkcdc.capture.mysqldecimal import _decimal_layout
 from sparkcdc.capture.rowcodec import (
     RowDecoder,
@@ -149,7 +150,7 @@ def text_bytes(rng: random.Random, cs: int | None, maxlen: int) -> bytes:
     kind = rng.random()
     if kind < 0.3:  # arbitrary bytes: invalid text goes through surrogateescape
         return rng.randbytes(n)
-    codec = t.charset_codec(cs) if cs is not None else "utf-8"
+    codec = codec_of(cs) if cs is not None else "utf-8"
     codec = "utf-8" if codec == "binary" else codec
     alphabet = "abcXYZ09 ,'\"\\é中文€ß" if codec not in ("ascii", "latin1") else "abcXYZ09 ,'\"\\"
     s = "".join(rng.choices(alphabet, k=n))

@@ -351,15 +351,22 @@ class _Parser(DefinitionParser):
         opts = self.table_options(stop_words=(",",), allow_select=False)
         return AlterSpec("options", options=opts)
 
-    def _alter_add(self) -> AlterSpec:
-        """ADD ...: a partition, period, check or constraint, an index, or one or more columns."""
-        self.i += 1
+    def _partition_or_period(self) -> AlterSpec | None:
+        """ADD/DROP PARTITION, PERIOD or SYSTEM VERSIONING (skipped to the spec's end); None for anything else."""
         if self.is_kw("PARTITION"):
             self.skip_rest_of_spec()
             return AlterSpec("partition")
         if self.is_kw("PERIOD") or self.is_kw("SYSTEM", "VERSIONING"):
             self.skip_rest_of_spec()
             return AlterSpec("system_versioning")
+        return None
+
+    def _alter_add(self) -> AlterSpec:
+        """ADD ...: a partition, period, check or constraint, an index, or one or more columns."""
+        self.i += 1
+        skipped = self._partition_or_period()
+        if skipped is not None:
+            return skipped
         if self.is_kw("CHECK") or (self.is_kw("CONSTRAINT") and not self._constraint_is_index()):
             self.skip_rest_of_spec()
             return AlterSpec("noop")
@@ -402,12 +409,9 @@ class _Parser(DefinitionParser):
         if self.accept_kw("CHECK"):
             self.skip_rest_of_spec()
             return AlterSpec("noop")
-        if self.is_kw("PARTITION"):
-            self.skip_rest_of_spec()
-            return AlterSpec("partition")
-        if self.is_kw("PERIOD") or self.is_kw("SYSTEM", "VERSIONING"):
-            self.skip_rest_of_spec()
-            return AlterSpec("system_versioning")
+        skipped = self._partition_or_period()
+        if skipped is not None:
+            return skipped
         self.accept_kw("COLUMN")
         ie = self.accept_if_exists()
         name = self.ident("a column name")

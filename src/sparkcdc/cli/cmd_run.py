@@ -17,14 +17,13 @@ from typing import TYPE_CHECKING, Any
 from sparkcdc.cli.logs import LOG_FORMATS
 from sparkcdc.config.replica import ReplicaConfig
 from sparkcdc.config.uri import scrub_secrets
-from sparkcdc.errors import (
-    MAX_UNCLASSIFIED_RETRIES,
-    ConfigError,
-    PermanentError,
-    SparkCdcError,
-    UnclassifiedError,
-    map_spark_error,
-    retry_verdict,
+from sparkcdc.errors import ConfigError, UnclassifiedError, map_spark_error
+from sparkcdc.pipeline.restart import (
+    DEFAULT_ERROR_STUCK_SECONDS,
+    Fail,
+    Restart,
+    RestartPolicy,
+    check_error_stuck_seconds,
 )
 
 if TYPE_CHECKING:
@@ -85,7 +84,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--error-stuck-seconds",
         type=float,
-        default=1800.0,
+        default=DEFAULT_ERROR_STUCK_SECONDS,
         help="exit with the error when passing faults (upstream or sink down) last this long without "
         "progress (default %(default)s; the server's flag of the same name)",
     )
@@ -131,9 +130,7 @@ def build_spec(args: argparse.Namespace) -> ChangefeedSpec:
         raise ConfigError(
             f"invalid --progress-interval {args.progress_interval}: must be a number of seconds, 0 or more"
         )
-    stuck = args.error_stuck_seconds
-    if not math.isfinite(stuck) or stuck < 1:
-        raise ConfigError(f"invalid --error-stuck-seconds {stuck}: must be a number of seconds, at least 1")
+    check_error_stuck_seconds(args.error_stuck_seconds)
     from sparkcdc.cli.cmd_server import parse_spark_conf
 
     parse_spark_conf(args.spark_conf)
@@ -294,11 +291,7 @@ class _Run:
                 changefeed_id, json_logs=self.json_logs, plain_interval_s=args.progress_interval
             )
         )
-        self.backoff = 1.0
-        self.unclassified = 0
-        """Restarts in a row, without progress, after errors sparkcdc does not recognise."""
-        self.first_error_at: float | None = None
-        """When the errors since the last progress began (``--error-stuck-seconds`` counts from it)."""
+        self.policy = RestartPolicy(error_stuck_seconds=args.error_stuck_seconds)
 
     def say(self, message: str, *, last: bool = False) -> None:
         """A lifecycle message: a log record in JSON mode, else a line on stderr (above a live bar).
@@ -320,31 +313,19 @@ class _Run:
         if self.display is not None:
             self.display.update(p)
 
-    def retry_later(self, err: SparkCdcError) -> None:
+    def retry_later(self, exc: BaseException) -> None:
         """Raise the error the changefeed fails with, or wait the backoff before it restarts."""
-        now = time.monotonic()
-        if self.first_error_at is None:
-            self.first_error_at = now
-        verdict = retry_verdict(err, self.unclassified)
-        if verdict is None and now - self.first_error_at >= self.args.error_stuck_seconds:
-            verdict = PermanentError(
-                f"errors for {now - self.first_error_at:.0f}s without progress (--error-stuck-seconds); "
-                f"last: {err.message}",
-                code=err.code,
-            )
+        decision = self.policy.failed(exc)
         if self.metrics is not None:
-            self.metrics.record_error("default", self.cid, err.code, retried=verdict is None)
-        if verdict is err:
-            raise err
-        if verdict is not None:
-            raise verdict from err
-        count = ""
-        if isinstance(err, UnclassifiedError):
-            self.unclassified += 1
-            count = f" ({self.unclassified} of {MAX_UNCLASSIFIED_RETRIES} retries for an unrecognised error)"
-        self.say(f"warning: [{err.code}] {err.message}; retrying in {self.backoff:.0f}s{count}")
-        time.sleep(self.backoff)
-        self.backoff = min(self.backoff * 2, 60.0)
+            self.metrics.record_error(
+                "default", self.cid, decision.error.code, retried=isinstance(decision, Restart)
+            )
+        if isinstance(decision, Fail):
+            if decision.error is exc:
+                raise decision.error
+            raise decision.error from exc
+        self.say(f"warning: [{decision.error.code}] {decision.error.message}; {decision.describe()}")
+        time.sleep(decision.delay)
 
 
 _MASTER_FIX = "give --master a running master (or local[N])"
@@ -461,8 +442,7 @@ def run(args: argparse.Namespace) -> int:
             if failure is None:
                 return 1
             if running.batches:
-                out.unclassified = 0  # it made progress: the earlier failures are over
-                out.first_error_at = None
+                out.policy.progressed()  # the earlier failures are over
             # A passing fault (upstream restart, sink down) resumes from the checkpoint after a pause.
             out.retry_later(failure)
     finally:

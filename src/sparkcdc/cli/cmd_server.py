@@ -6,6 +6,7 @@ import argparse
 import os
 
 from sparkcdc.errors import ConfigError
+from sparkcdc.pipeline.restart import DEFAULT_ERROR_STUCK_SECONDS
 
 
 def parse_spark_conf(pairs: list[str]) -> dict[str, str]:
@@ -81,7 +82,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--error-stuck-seconds",
         type=float,
-        default=1800.0,
+        default=DEFAULT_ERROR_STUCK_SECONDS,
         help="a changefeed that keeps failing with passing errors (upstream or sink down) for this long "
         "without progress goes to failed (default %(default)s; TiCDC's changefeed-error-stuck-duration)",
     )

@@ -16,6 +16,7 @@ from sparkcdc.config.uri import redact_uri
 from sparkcdc.errors import ConfigError
 from sparkcdc.meta import MetaStore
 from sparkcdc.metrics import ChangefeedMetrics
+from sparkcdc.pipeline.restart import DEFAULT_ERROR_STUCK_SECONDS, check_error_stuck_seconds
 from sparkcdc.server.app import ServerState, create_app
 from sparkcdc.server.history import ChangefeedHistory
 from sparkcdc.server.runner import (
@@ -43,7 +44,7 @@ class ServerOptions:
     data_dir: str | None = None
     advertise_addr: str | None = None
     max_changefeeds: int | None = None
-    error_stuck_seconds: float = 1800.0
+    error_stuck_seconds: float = DEFAULT_ERROR_STUCK_SECONDS
     """How long a changefeed may keep failing with passing errors, without progress, before it is failed."""
     debug: bool = False
     """Log the traceback of unexpected errors (``sparkcdc --debug server``)."""
@@ -95,10 +96,7 @@ def check_options(opts: ServerOptions) -> tuple[str, int]:
         raise ConfigError(
             f"invalid --lease-seconds {opts.lease_seconds}: must be a number of seconds, at least 1"
         )
-    if not math.isfinite(opts.error_stuck_seconds) or opts.error_stuck_seconds < 1:
-        raise ConfigError(
-            f"invalid --error-stuck-seconds {opts.error_stuck_seconds}: must be a number of seconds, at least 1"
-        )
+    check_error_stuck_seconds(opts.error_stuck_seconds)
     if opts.auth_token is not None and not opts.auth_token.strip():
         raise ConfigError("--auth-token is empty: give a token or leave the flag out")
     if opts.max_changefeeds is not None and opts.max_changefeeds < 0:

@@ -38,17 +38,17 @@ from sqlalchemy.exc import SQLAlchemyError
 from sparkcdc import __version__
 from sparkcdc.config.replica import ReplicaConfig
 from sparkcdc.config.uri import redact_uri
-from sparkcdc.errors import (
-    ChangefeedNotFound,
-    ConflictError,
-    PermanentError,
-    SparkCdcError,
-    UnclassifiedError,
-    map_spark_error,
-    retry_verdict,
-)
+from sparkcdc.errors import ChangefeedNotFound, ConflictError, SparkCdcError, UnclassifiedError
 from sparkcdc.meta import ChangefeedInfo, ChangefeedState, MetaStore
 from sparkcdc.metrics import ChangefeedMetrics
+from sparkcdc.pipeline.restart import (
+    BACKOFF_BASE,
+    BACKOFF_MAX,
+    DEFAULT_ERROR_STUCK_SECONDS,
+    Fail,
+    Restart,
+    RestartPolicy,
+)
 from sparkcdc.pipeline.state import StateDir, own_changefeed_dir, spark_checkpoint_location
 from sparkcdc.server.redact import scrub, unexpected
 from sparkcdc.server.runner import ChangefeedRunner, ProgressLike, RunningHandle, RunSpec
@@ -79,11 +79,9 @@ class _Task:
     final: _Final | None = None
     progress: ProgressLike | None = None
     retry_at: float = 0.0
-    attempts: int = 0
-    unclassified: int = 0
-    """Restarts in a row after errors sparkcdc does not recognise (bounded by MAX_UNCLASSIFIED_RETRIES)."""
+    policy: RestartPolicy = field(default_factory=RestartPolicy)
+    """The failures since the last progress, and when the next restart is due (``pipeline.restart``)."""
     warning: str | None = None
-    first_error_at: float | None = None
     best_checkpoint: int = 0
     state_owned: bool = False
     """The changefeed's folder was checked against its identity and the older claims' folders removed."""
@@ -111,9 +109,9 @@ class Scheduler:
         data_dir: str | Path,
         lease_seconds: float = 10.0,
         tick_seconds: float | None = None,
-        backoff_base: float = 1.0,
-        backoff_max: float = 30.0,
-        error_stuck_seconds: float = 1800.0,
+        backoff_base: float = BACKOFF_BASE,
+        backoff_max: float = BACKOFF_MAX,
+        error_stuck_seconds: float = DEFAULT_ERROR_STUCK_SECONDS,
         max_changefeeds: int | None = None,
         spark_checkpoint_root: str | None = None,
         clock: Callable[[], float] = time.monotonic,
@@ -347,43 +345,24 @@ class Scheduler:
                 log.warning("changefeed %s: error while stopping: %s", task.label, self._scrub(task, exc))
 
     def _on_error(self, task: _Task, exc: BaseException) -> None:
-        now = self.clock()
-        if task.first_error_at is None:
-            task.first_error_at = now
-        # A sparkcdc error as it is; a Spark failure (a snapshot job's) as the sparkcdc error it carries.
-        err = map_spark_error(exc)
-        msg = self._scrub(task, f"[{err.code}] {err.message}")
-        verdict = retry_verdict(err, task.unclassified)
-        gave_up = now - task.first_error_at >= self.error_stuck_seconds
+        decision = task.policy.failed(exc)
         if self.metrics is not None:
             self.metrics.record_error(
-                task.namespace, task.id, err.code, retried=verdict is None and not gave_up
+                task.namespace, task.id, decision.error.code, retried=isinstance(decision, Restart)
             )
-        if verdict is not None:
-            if verdict is not err:
-                msg = self._scrub(task, f"[{verdict.code}] {verdict.message}")
-            log.error("changefeed %s failed: %s", task.label, msg)
-            task.final = _Final("release", state=ChangefeedState.FAILED, error=verdict)
+        msg = self._scrub(task, f"[{decision.error.code}] {decision.error.message}")
+        if isinstance(decision, Fail):
+            if decision.stuck_seconds is not None:
+                log.error(
+                    "changefeed %s failed after %.0fs of errors: %s", task.label, decision.stuck_seconds, msg
+                )
+            else:
+                log.error("changefeed %s failed: %s", task.label, msg)
+            task.final = _Final("release", state=ChangefeedState.FAILED, error=decision.error)
             return
-        if gave_up:
-            log.error(
-                "changefeed %s failed after %.0fs of errors: %s", task.label, now - task.first_error_at, msg
-            )
-            stuck = PermanentError(
-                f"errors for {now - task.first_error_at:.0f}s without progress; last: {err.message}",
-                code=err.code,
-            )
-            task.final = _Final("release", state=ChangefeedState.FAILED, error=stuck)
-            return
-        task.attempts += 1
-        if isinstance(err, UnclassifiedError):
-            task.unclassified += 1
-        delay = min(self.backoff_max, self.backoff_base * 2 ** (task.attempts - 1))
-        task.retry_at = now + delay
+        task.retry_at = self.clock() + decision.delay
         task.warning = msg
-        log.warning(
-            "changefeed %s: %s; retrying in %.1fs (attempt %d)", task.label, msg, delay, task.attempts
-        )
+        log.warning("changefeed %s: %s; %s", task.label, msg, decision.describe())
         task.final = _Final("retry")
 
     def _begin_start(self, task: _Task, row: ChangefeedInfo) -> None:
@@ -547,11 +526,9 @@ class Scheduler:
         cp = values.get("checkpoint_ts")
         if cp is not None and cp > task.best_checkpoint:
             task.best_checkpoint = cp
-            if task.handle is not None and task.final is None and (task.attempts or task.first_error_at):
+            if task.handle is not None and task.final is None and task.policy.failing:
                 # The checkpoint moves again: the earlier transient errors are over.
-                task.attempts = 0
-                task.unclassified = 0
-                task.first_error_at = None
+                task.policy.progressed()
                 task.warning = None
                 values["warning"] = None
         try:
@@ -603,6 +580,12 @@ class Scheduler:
                 info=claimed,
                 last_renew_ok=self.clock(),
                 best_checkpoint=claimed.checkpoint_ts,
+                policy=RestartPolicy(
+                    backoff_base=self.backoff_base,
+                    backoff_max=self.backoff_max,
+                    error_stuck_seconds=self.error_stuck_seconds,
+                    clock=self.clock,
+                ),
             )
             self.tasks[task.key] = task
             self._sync(task)

@@ -135,8 +135,9 @@ def run_pipeline(spec: dict[str, Any]) -> dict[str, Any]:
     sampler = TreeSampler(interval=0.2, pss_every=int(spec.get("pss_every", 5)))
     sampler.start()
     from sparkcdc.config.replica import ReplicaConfig
-    from sparkcdc.pipeline.changefeed import ChangefeedSpec, Progress, start_changefeed
+    from sparkcdc.pipeline.changefeed import Progress, start_changefeed
     from sparkcdc.pipeline.spark import get_spark
+    from sparkcdc.pipeline.spec import ChangefeedSpec
 
     first_commit: list[float] = []
 

@@ -64,8 +64,9 @@ class PlainParquetSink(LakehouseSink):
 def run_sinks(spec: dict[str, Any]) -> dict[str, Any]:
     """Every sink over the same range in one Spark session."""
     from sparkcdc.config.replica import ReplicaConfig
-    from sparkcdc.pipeline.changefeed import ChangefeedSpec, start_changefeed
+    from sparkcdc.pipeline.changefeed import start_changefeed
     from sparkcdc.pipeline.spark import get_spark
+    from sparkcdc.pipeline.spec import ChangefeedSpec
     from sparkcdc.sink import SINKS
 
     SINKS["iceberg"] = SINKS["delta"] = f"{__name__}:TimedLakehouseSink"

@@ -204,8 +204,9 @@ def run_end_to_end(spec: dict[str, Any]) -> dict[str, Any]:
     range in the same session shows the steady throughput ("warm").
     """
     from sparkcdc.config.replica import ReplicaConfig
-    from sparkcdc.pipeline.changefeed import ChangefeedSpec, start_changefeed
+    from sparkcdc.pipeline.changefeed import start_changefeed
     from sparkcdc.pipeline.spark import get_spark
+    from sparkcdc.pipeline.spec import ChangefeedSpec
 
     out_dir = spec["out"]
     t_begin = time.time()
@@ -258,7 +259,8 @@ def idle_latency(spark: Any, spec: dict[str, Any], out_dir: str, cfg: Any) -> di
     import pymysql
 
     from sparkcdc.capture.upstream import UpstreamConfig
-    from sparkcdc.pipeline.changefeed import ChangefeedSpec, Progress, start_changefeed
+    from sparkcdc.pipeline.changefeed import Progress, start_changefeed
+    from sparkcdc.pipeline.spec import ChangefeedSpec
 
     up = UpstreamConfig.from_uri(spec["uri"])
     conn = up.connect(database="bench")

@@ -89,8 +89,9 @@ def main(argv: list[str] | None = None) -> int:
     from sparkcdc.capture.upstream import UpstreamConfig
     from sparkcdc.cli.logs import configure
     from sparkcdc.config.replica import ReplicaConfig
-    from sparkcdc.pipeline.changefeed import ChangefeedSpec, start_changefeed
+    from sparkcdc.pipeline.changefeed import start_changefeed
     from sparkcdc.pipeline.spark import get_spark
+    from sparkcdc.pipeline.spec import ChangefeedSpec
     from sparkcdc.services.mariadb import LocalMariaDB
 
     configure("info", "text")

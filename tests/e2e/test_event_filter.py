@@ -67,7 +67,8 @@ def test_event_filter_drops_deletes_and_a_ddl_but_tracks_the_schema(
     spark: Any, mariadb: LocalMariaDB, tmp_path: Path
 ) -> None:
     from sparkcdc.config.replica import ReplicaConfig
-    from sparkcdc.pipeline.changefeed import ChangefeedSpec, start_changefeed
+    from sparkcdc.pipeline.changefeed import start_changefeed
+    from sparkcdc.pipeline.spec import ChangefeedSpec
 
     mariadb.execute(
         f"DROP DATABASE IF EXISTS `{SCHEMA}`",

@@ -31,7 +31,8 @@ UPDATED = 1_000
 
 def test_one_large_transaction_streams_in_order(spark: Any, mariadb: LocalMariaDB, tmp_path: Path) -> None:
     from sparkcdc.config.replica import ReplicaConfig
-    from sparkcdc.pipeline.changefeed import ChangefeedSpec, start_changefeed
+    from sparkcdc.pipeline.changefeed import start_changefeed
+    from sparkcdc.pipeline.spec import ChangefeedSpec
 
     mariadb.execute(
         f"DROP DATABASE IF EXISTS {SCHEMA}",

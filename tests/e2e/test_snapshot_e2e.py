@@ -200,7 +200,8 @@ def _snapshot_under_load(
 ) -> LoadedSnapshot:
     """The upstream tables, then a changefeed with an initial snapshot started under load, run to the head."""
     from sparkcdc.config.replica import ReplicaConfig
-    from sparkcdc.pipeline.changefeed import ChangefeedSpec, Progress, start_changefeed
+    from sparkcdc.pipeline.changefeed import Progress, start_changefeed
+    from sparkcdc.pipeline.spec import ChangefeedSpec
 
     create_tables(mariadb, schema)
     run_workload(mariadb, schema, rows=60)

@@ -33,7 +33,8 @@ def _run(
     spark: Any, uri: str, sink_uri: str, config: Path, state: Path, start_ts: int, target_ts: int
 ) -> None:
     from sparkcdc.config.replica import ReplicaConfig
-    from sparkcdc.pipeline.changefeed import ChangefeedSpec, start_changefeed
+    from sparkcdc.pipeline.changefeed import start_changefeed
+    from sparkcdc.pipeline.spec import ChangefeedSpec
 
     spec = ChangefeedSpec(
         changefeed_id=f"seg-{state.name}",

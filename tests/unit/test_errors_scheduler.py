@@ -11,7 +11,7 @@ import pytest
 
 from sparkcdc.errors import MAX_UNCLASSIFIED_RETRIES, SinkUnavailable, SparkCdcError, UnclassifiedError
 from sparkcdc.meta import ChangefeedState, MetaStore, NewChangefeed
-from sparkcdc.server.runner import RunSpec
+from sparkcdc.pipeline.spec import ChangefeedSpec
 from sparkcdc.server.scheduler import Scheduler
 
 
@@ -42,7 +42,7 @@ class Runner:
         self.starts = 0
         self.handles: list[Handle] = []
 
-    def start(self, spec: RunSpec, on_progress: Callable[[Any], None]) -> Handle:
+    def start(self, spec: ChangefeedSpec, on_progress: Callable[[Any], None]) -> Handle:
         self.starts += 1
         if self.fail is not None:
             raise self.fail()

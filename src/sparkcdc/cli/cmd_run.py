@@ -27,7 +27,7 @@ from sparkcdc.pipeline.restart import (
 )
 
 if TYPE_CHECKING:
-    from sparkcdc.pipeline.changefeed import ChangefeedSpec
+    from sparkcdc.pipeline.spec import ChangefeedSpec
 
 log = logging.getLogger("sparkcdc.run")
 
@@ -108,7 +108,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def build_spec(args: argparse.Namespace) -> ChangefeedSpec:
     """Validate every input before anything starts."""
     from sparkcdc.capture.upstream import UpstreamConfig
-    from sparkcdc.pipeline.changefeed import ChangefeedSpec
+    from sparkcdc.pipeline.spec import ChangefeedSpec
     from sparkcdc.server.service import validate_changefeed_id
 
     cid = str(uuid.uuid4()) if args.changefeed_id is None else args.changefeed_id

@@ -23,7 +23,6 @@ from typing import Any
 
 from sparkcdc.capture.offset import Offset
 from sparkcdc.capture.upstream import UpstreamConfig, check_upstream
-from sparkcdc.config.replica import ReplicaConfig
 from sparkcdc.config.uri import redact_uri
 from sparkcdc.errors import SparkCdcError
 from sparkcdc.event_filter import rule_specs
@@ -33,6 +32,7 @@ from sparkcdc.pipeline.backlog import BacklogProbe, backlog_of
 from sparkcdc.pipeline.plan import SourceSpec
 from sparkcdc.pipeline.source import SEGMENTS_DIR_OPTION
 from sparkcdc.pipeline.spark import release_planner_workers
+from sparkcdc.pipeline.spec import ChangefeedSpec
 from sparkcdc.pipeline.start import bootstrap_history, resolve_start
 from sparkcdc.pipeline.state import (
     SPARK_CHECKPOINT_ROOT_CONF,
@@ -45,33 +45,6 @@ from sparkcdc.sink import create_sink
 from sparkcdc.sink.base import Sink, batch_trigger
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class ChangefeedSpec:
-    """What to replicate, from where, to where."""
-
-    changefeed_id: str
-    upstream_uri: str
-    sink_uri: str
-    config: ReplicaConfig = field(default_factory=ReplicaConfig)
-    start_ts: int | None = None
-    target_ts: int | None = None
-    checkpoint_dir: str = ""
-    start_position: str | None = None
-    """``file:pos`` of a transaction boundary to start after (instead of start_ts)."""
-    start_gtid: str | None = None
-    """A MariaDB GTID position to start after (instead of start_ts)."""
-    trigger_interval: str = "200 milliseconds"
-    max_batch_bytes: int = 64 << 20
-    meta_uri: str = ""
-    """The meta database (the server sets it): the initial snapshot keeps its range progress there."""
-    namespace: str = "default"
-    snapshot_dir: str = ""
-    """The initial snapshot's folder (default ``<checkpoint_dir>/snapshot``); the server gives the
-    changefeed's own, which outlives each claim's ``checkpoint_dir``."""
-    changefeed_uid: str = ""
-    """The changefeed's identity in the meta database (the server sets it)."""
 
 
 @dataclass

@@ -6,17 +6,15 @@ as a streaming query in this server's SparkSession (created on first use).
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import re
 import socket
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, Protocol
 
-from sparkcdc.config.replica import ReplicaConfig
 from sparkcdc.errors import ConfigError, PermanentError, SparkCdcError, TransientError
+from sparkcdc.pipeline.spec import ChangefeedSpec
 
 log = logging.getLogger(__name__)
 
@@ -114,32 +112,10 @@ class RunningHandle(Protocol):
         """Whether the checkpoint reached target_ts and the query ended by itself."""
 
 
-@dataclass(frozen=True)
-class RunSpec:
-    """What the scheduler asks a runner to run (mirrors ``pipeline.changefeed.ChangefeedSpec``)."""
-
-    changefeed_id: str
-    upstream_uri: str
-    sink_uri: str
-    config: ReplicaConfig
-    start_ts: int | None
-    target_ts: int | None
-    checkpoint_dir: str
-    namespace: str = "default"
-    meta_uri: str = ""
-    """The meta database, for pipelines that keep per-range progress there."""
-    epoch: int = 0
-    """The claim this run belongs to (bumped by every claim)."""
-    snapshot_dir: str = ""
-    """The changefeed's initial-snapshot folder, shared by all its claims."""
-    changefeed_uid: str = ""
-    """The changefeed's identity in the meta database."""
-
-
 class ChangefeedRunner(Protocol):
     """Starts changefeeds; the scheduler owns their lifecycle."""
 
-    def start(self, spec: RunSpec, on_progress: Callable[[ProgressLike], None]) -> RunningHandle:
+    def start(self, spec: ChangefeedSpec, on_progress: Callable[[ProgressLike], None]) -> RunningHandle:
         """Start one changefeed; raises SparkCdcError if it cannot start."""
 
     def shutdown(self) -> None:
@@ -190,32 +166,17 @@ class SparkChangefeedRunner:
                     raise
             return self._spark
 
-    def start(self, spec: RunSpec, on_progress: Callable[[ProgressLike], None]) -> RunningHandle:
+    def start(self, spec: ChangefeedSpec, on_progress: Callable[[ProgressLike], None]) -> RunningHandle:
         """Start the changefeed's streaming query."""
         try:
-            from sparkcdc.pipeline.changefeed import ChangefeedSpec, start_changefeed
+            from sparkcdc.pipeline.changefeed import start_changefeed
         except ImportError as exc:
             raise PermanentError(
                 f"this sparkcdc has no changefeed pipeline (cannot import sparkcdc.pipeline.changefeed: {exc}); "
                 "install a complete sparkcdc",
                 code="CDC:ErrPipelineMissing",
             ) from exc
-        kwargs: dict[str, Any] = {
-            "changefeed_id": spec.changefeed_id,
-            "upstream_uri": spec.upstream_uri,
-            "sink_uri": spec.sink_uri,
-            "config": spec.config,
-            "start_ts": spec.start_ts,
-            "target_ts": spec.target_ts,
-            "checkpoint_dir": spec.checkpoint_dir,
-        }
-        # Optional fields, passed on when this pipeline's spec has them.
-        known = {f.name for f in dataclasses.fields(ChangefeedSpec)}
-        for name in ("namespace", "meta_uri", "epoch", "snapshot_dir", "changefeed_uid"):
-            if name in known:
-                kwargs[name] = getattr(spec, name)
-        pipeline_spec = ChangefeedSpec(**kwargs)
-        handle: RunningHandle = start_changefeed(self.spark(), pipeline_spec, on_progress)
+        handle: RunningHandle = start_changefeed(self.spark(), spec, on_progress)
         return handle
 
     def shutdown(self) -> None:

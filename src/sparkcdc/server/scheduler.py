@@ -49,9 +49,10 @@ from sparkcdc.pipeline.restart import (
     Restart,
     RestartPolicy,
 )
+from sparkcdc.pipeline.spec import ChangefeedSpec
 from sparkcdc.pipeline.state import StateDir, own_changefeed_dir, spark_checkpoint_location
 from sparkcdc.server.redact import scrub, unexpected
-from sparkcdc.server.runner import ChangefeedRunner, ProgressLike, RunningHandle, RunSpec
+from sparkcdc.server.runner import ChangefeedRunner, ProgressLike, RunningHandle
 
 log = logging.getLogger(__name__)
 
@@ -375,7 +376,7 @@ class Scheduler:
             self._on_error(task, exc)
             return
         start_ts = row.checkpoint_ts if row.checkpoint_ts > 0 else row.start_ts
-        spec = RunSpec(
+        spec = ChangefeedSpec(
             changefeed_id=row.id,
             upstream_uri=row.upstream_uri,
             sink_uri=row.sink_uri,
@@ -385,7 +386,6 @@ class Scheduler:
             checkpoint_dir=ckpt_dir,
             namespace=row.namespace,
             meta_uri=self.store.uri,
-            epoch=task.epoch,
             snapshot_dir=self._snapshot_dir(task).location,
             changefeed_uid=row.uid,
         )

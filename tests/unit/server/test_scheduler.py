@@ -19,7 +19,7 @@ import pytest
 
 from sparkcdc.errors import SinkError, SinkUnavailable, SparkCdcError
 from sparkcdc.meta import ChangefeedState, MetaStore, NewChangefeed
-from sparkcdc.server.runner import RunSpec
+from sparkcdc.pipeline.spec import ChangefeedSpec
 from sparkcdc.server.scheduler import Scheduler
 
 
@@ -33,7 +33,7 @@ class Prog:
 
 
 class FakeHandle:
-    def __init__(self, spec: RunSpec, on_progress: Callable[[Prog], None]) -> None:
+    def __init__(self, spec: ChangefeedSpec, on_progress: Callable[[Prog], None]) -> None:
         self.spec = spec
         self.report = on_progress
         self.active = True
@@ -61,7 +61,7 @@ class FakeRunner:
         self.fail_with: dict[str, SparkCdcError] = {}
         self.shut = False
 
-    def start(self, spec: RunSpec, on_progress: Callable[[Prog], None]) -> FakeHandle:
+    def start(self, spec: ChangefeedSpec, on_progress: Callable[[Prog], None]) -> FakeHandle:
         if spec.changefeed_id in self.fail_with:
             raise self.fail_with[spec.changefeed_id]
         h = FakeHandle(spec, on_progress)
@@ -127,7 +127,8 @@ def test_claims_starts_from_the_checkpoint_and_records_progress(store: MetaStore
     settle(s)
     (h,) = runner.handles
     assert h.spec.start_ts == 100 and h.spec.target_ts is None
-    assert (h.spec.namespace, h.spec.meta_uri, h.spec.epoch) == ("default", store.uri, 1)
+    assert (h.spec.namespace, h.spec.meta_uri) == ("default", store.uri)
+    assert h.spec.changefeed_uid == store.get_changefeed("cf-1").uid
     assert h.spec.config.filter.rules == ["app.*"]
     assert Path(h.spec.checkpoint_dir) == tmp_path / "data" / "changefeeds" / "default" / "cf-1" / "epoch-1"
     row = store.get_changefeed("cf-1")

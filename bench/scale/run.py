@@ -859,7 +859,7 @@ What limits each kind (read it with the CPU and after-the-first-batch figures ab
   Python job, so every range task starts a Python worker (importing pyspark, pyarrow, sparkcdc)
   inside the snapshot; two tasks split the rows but each pays that start. MariaDB renders the
   chunks' CSV (upstream-render) with little CPU. The Spark start dominates the whole command.
-- Kafka: the sink takes serial segments (sink/base.py `serial_segments`; pipeline/changefeed.py
+- Kafka: the sink takes serial segments (its `capabilities.segments`, sink/base.py `SinkCapabilities`; pipeline/changefeed.py
   sets the source's parallelism to 1 for it): one task decodes, encodes and produces a whole batch
   in commit order, and micro-batches run one after another, so Kafka's data path never uses more
   than one core; a second core only takes the broker, librdkafka's threads, MariaDB and the driver

@@ -4,7 +4,9 @@ A changefeed with an initial snapshot and a live load keeps its start point, che
 schema history and snapshot progress in a bucket of a real S3 server (moto), not on the
 driver's disk. It is killed with SIGKILL while the load runs, and Spark's driver-local
 checkpoint is deleted, as when the driver comes back on another host: the restart resumes
-from the checkpoint in S3 and the replayed output equals the upstream.
+from the checkpoint in S3 and the replayed output equals the upstream. Then the changefeed
+runs on the first host again, whose Spark log is older than the checkpoint in S3: it starts
+from the checkpoint, not from that log.
 """
 
 from __future__ import annotations
@@ -16,7 +18,9 @@ from typing import Any
 
 import pytest
 
+from sparkcdc.capture.offset import file_seq
 from sparkcdc.pipeline.state import StateDir
+from sparkcdc.pipeline.writer import read_batch_offset
 from sparkcdc.services.mariadb import LocalMariaDB
 from sparkcdc.services.s3 import LocalS3
 
@@ -91,6 +95,8 @@ def test_state_in_s3_survives_a_kill_and_a_lost_spark_checkpoint(
     assert not (tmp_path / "s3:").exists() and not Path("s3:").exists()
     spark_dirs = list(spark_root.iterdir())
     assert len(spark_dirs) == 1 and (spark_dirs[0] / "offsets").is_dir()
+    host_a = tmp_path / "host-a-spark-checkpoints"
+    shutil.copytree(spark_root, host_a)
     shutil.rmtree(spark_root)  # the driver comes back on another host
 
     total = load.stop()
@@ -105,6 +111,30 @@ def test_state_in_s3_survives_a_kill_and_a_lost_spark_checkpoint(
     assert f"reached target-ts {target_ts}" in out2
     assert _checkpoint(state)["checkpoint_ts"] >= target_ts
     assert json.loads((sink / "metadata").read_bytes())["checkpoint-ts"] >= target_ts
+    after_b = _checkpoint(state)
+
+    # Back on the first host, whose driver-local Spark log stops where run1 was killed: the start
+    # follows checkpoint.json (newer), and the old log is moved aside instead of replayed.
+    shutil.rmtree(spark_root)
+    shutil.copytree(host_a, spark_root)
+    Workload(mariadb, SCHEMA, rows=10).phase_inserts()
+    target3 = tso(mariadb.uri)
+    run3 = CliProcess([*common, "--target-ts", str(target3)], tmp_path / "run3.log")
+    try:
+        rc = run3.wait(timeout=420)
+    finally:
+        run3.stop()
+    out3 = run3.output()
+    assert rc == 0, f"the run back on the first host exited with {rc}:\n{out3[-4000:]}"
+    assert "starting from checkpoint.json; moved the older Spark checkpoint" in out3, out3[-4000:]
+    (log_dir,) = [d for d in spark_root.iterdir() if ".stale-" not in d.name]
+    first_end = read_batch_offset(str(log_dir), 0)
+    b_end = after_b["end"]
+    assert (file_seq(first_end["file"]), first_end["pos"]) >= (file_seq(b_end["file"]), b_end["pos"]), (
+        f"the run replayed from {first_end}, before where the other host stopped ({b_end})"
+    )
+    assert json.loads((sink / "metadata").read_bytes())["checkpoint-ts"] >= target3
+
     # The tables existed before the changefeed: created empty downstream, as with mariadb-dump --no-data.
     create_tables(downstream, SCHEMA)
     replay_once(sink_uri, downstream.port, "progress_s3state", config)

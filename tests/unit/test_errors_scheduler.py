@@ -42,7 +42,9 @@ class Runner:
         self.starts = 0
         self.handles: list[Handle] = []
 
-    def start(self, spec: ChangefeedSpec, on_progress: Callable[[Any], None]) -> Handle:
+    def start(
+        self, spec: ChangefeedSpec, on_progress: Callable[[Any], None], on_resolved: object = None
+    ) -> Handle:
         self.starts += 1
         if self.fail is not None:
             raise self.fail()

@@ -30,6 +30,7 @@ from sparkcdc.filter import changefeed_filter
 from sparkcdc.model.ts import physical_ms
 from sparkcdc.pipeline.backlog import BacklogProbe, backlog_of
 from sparkcdc.pipeline.plan import SourceSpec
+from sparkcdc.pipeline.resume import drop_stale_spark_log
 from sparkcdc.pipeline.source import SEGMENTS_DIR_OPTION
 from sparkcdc.pipeline.spark import release_planner_workers
 from sparkcdc.pipeline.spec import ChangefeedSpec
@@ -115,6 +116,9 @@ class RunningChangefeed:
         """A directory of this host where the source's runner leaves batches' segments (segments mode)."""
         self._saved: tuple[int, Offset, int] | None = None
         """What ``checkpoint.json`` holds (written by this run)."""
+        self.on_resolved: Callable[[int, dict[str, Any]], None] | None = None
+        """Also records a raised chain state (checkpoint_ts, end offset) where the next owner of the
+        changefeed starts (the server's meta database), before the sink publishes it."""
         self._load_checkpoint()
         self.run_start: Offset = self.last_end
         """Where this run's query starts reading: the backlog counts from here."""
@@ -151,6 +155,8 @@ class RunningChangefeed:
             self.checkpoint_ts = max(self.checkpoint_ts, res.checkpoint_ts)
             self.last_end = Offset.from_json(res.end)
             self._save_checkpoint()
+            if self.on_resolved is not None:
+                self.on_resolved(self.checkpoint_ts, self.last_end.to_json())
 
     def on_commit(self, res: BatchResult) -> None:
         """Called by the batch writer once a batch is durable in the sink."""
@@ -374,6 +380,7 @@ def start_changefeed(
     prepared: PreparedChangefeed | None = None,
     *,
     release_planners: bool = False,
+    on_resolved: Callable[[int, dict[str, Any]], None] | None = None,
 ) -> RunningChangefeed:
     """Validate, then start the streaming query; raises ConfigError/UpstreamSetupError before starting.
 
@@ -381,13 +388,17 @@ def start_changefeed(
     ``release_planners``: when the first batch reaches the writer (the source is planned by then),
     stop the Python processes Spark kept from planning it (``pipeline.spark.release_planner_workers``);
     only for a session where no other query is planned at the same time (``sparkcdc run``).
+    ``on_resolved``: where else a raised chain state must be durable before the sink publishes it
+    (the server: its meta database, where a failover starts; ``RunningChangefeed.on_resolved``).
     """
     p = prepared if prepared is not None else prepare_changefeed(spec, on_progress)
     state, sink, start, running = p.state, p.sink, p.start, p.running
+    running.on_resolved = on_resolved
     history_path, bootstrap_ts, bootstrap_pos = p.history_path, p.bootstrap_ts, p.bootstrap_pos
     cfg = spec.config
-    backend = getattr(getattr(sink, "settings", None), "backend", None)
-    if backend is not None and backend.scheme == "file":
+    caps = sink.capabilities
+    backend = caps.executors_write_files
+    if backend is not None:
         # A file storage sink on a cluster: executors write its files, the driver numbers and moves them.
         check_executors_see(
             spark, StateDir(backend.root, backend), "the executors write the sink's files there"
@@ -395,6 +406,9 @@ def start_changefeed(
     spark_checkpoint = spark_checkpoint_location(
         state, spec.changefeed_id, spark.conf.get(SPARK_CHECKPOINT_ROOT_CONF, None)
     )
+    # A driver-local Spark log left from an earlier run on this host must not win over a newer
+    # checkpoint.json (the changefeed ran on another host since): the start follows the newest record.
+    drop_stale_spark_log(spark_checkpoint, state.read_json("checkpoint.json"))
     src = SourceSpec(
         changefeed_id=spec.changefeed_id,
         upstream_uri=spec.upstream_uri,
@@ -414,8 +428,8 @@ def start_changefeed(
     )
     # A sink that orders parallel segments itself gets segments: each task decodes and writes one.
     # Sinks that take whole segments get them: the writer task decodes its segment itself.
-    mode = "segments" if sink.parallel_segments or sink.serial_segments else "rows"
-    if sink.serial_segments and not sink.parallel_segments:
+    mode = "rows" if caps.segments == "rows" else "segments"
+    if caps.segments == "serial":
         src.parallelism = 1  # one task decodes and writes each batch, in commit order
     if mode == "segments":
         # the source's runner (a process on this host) leaves each batch's segments here for the writer

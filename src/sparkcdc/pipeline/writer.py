@@ -69,7 +69,7 @@ def make_router(
 
         infos: dict[Any, TableInfo] = {}
         by_table: dict[tuple[str, str], int] = {}
-        per_row = sink.route_depends_on_row
+        per_row = sink.capabilities.route_depends_on_row
         for rb in batches:
             if per_row:
                 cols = rb.to_pydict()
@@ -158,7 +158,7 @@ class RouteWriters:
         self.writers: dict[int, PartitionWriter] = {}
         self.counts: dict[int, int] = {}
         self.custom_route = _has_custom_route(sink)
-        self.per_row = sink.route_depends_on_row
+        self.per_row = sink.capabilities.route_depends_on_row
         self.n_routes = max(1, sink.num_writers)
         self.table_routes: dict[tuple[str, str], int] = {}
         self.ctx_tables: dict[tuple[str, str, int], TableInfo] = {}

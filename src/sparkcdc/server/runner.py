@@ -115,8 +115,17 @@ class RunningHandle(Protocol):
 class ChangefeedRunner(Protocol):
     """Starts changefeeds; the scheduler owns their lifecycle."""
 
-    def start(self, spec: ChangefeedSpec, on_progress: Callable[[ProgressLike], None]) -> RunningHandle:
-        """Start one changefeed; raises SparkCdcError if it cannot start."""
+    def start(
+        self,
+        spec: ChangefeedSpec,
+        on_progress: Callable[[ProgressLike], None],
+        on_resolved: Callable[[int, dict[str, Any]], None] | None = None,
+    ) -> RunningHandle:
+        """Start one changefeed; raises SparkCdcError if it cannot start.
+
+        ``on_resolved``: records a raised chain state in the meta database before the sink
+        publishes it (``pipeline.changefeed.start_changefeed``).
+        """
 
     def shutdown(self) -> None:
         """Release shared resources (the SparkSession) after every changefeed stopped."""
@@ -166,7 +175,12 @@ class SparkChangefeedRunner:
                     raise
             return self._spark
 
-    def start(self, spec: ChangefeedSpec, on_progress: Callable[[ProgressLike], None]) -> RunningHandle:
+    def start(
+        self,
+        spec: ChangefeedSpec,
+        on_progress: Callable[[ProgressLike], None],
+        on_resolved: Callable[[int, dict[str, Any]], None] | None = None,
+    ) -> RunningHandle:
         """Start the changefeed's streaming query."""
         try:
             from sparkcdc.pipeline.changefeed import start_changefeed
@@ -176,7 +190,7 @@ class SparkChangefeedRunner:
                 "install a complete sparkcdc",
                 code="CDC:ErrPipelineMissing",
             ) from exc
-        handle: RunningHandle = start_changefeed(self.spark(), spec, on_progress)
+        handle: RunningHandle = start_changefeed(self.spark(), spec, on_progress, on_resolved=on_resolved)
         return handle
 
     def shutdown(self) -> None:

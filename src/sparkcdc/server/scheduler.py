@@ -38,7 +38,13 @@ from sqlalchemy.exc import SQLAlchemyError
 from sparkcdc import __version__
 from sparkcdc.config.replica import ReplicaConfig
 from sparkcdc.config.uri import redact_uri
-from sparkcdc.errors import ChangefeedNotFound, ConflictError, SparkCdcError, UnclassifiedError
+from sparkcdc.errors import (
+    ChangefeedNotFound,
+    ConflictError,
+    SparkCdcError,
+    TransientError,
+    UnclassifiedError,
+)
 from sparkcdc.meta import ChangefeedInfo, ChangefeedState, MetaStore
 from sparkcdc.metrics import ChangefeedMetrics
 from sparkcdc.pipeline.restart import (
@@ -49,6 +55,7 @@ from sparkcdc.pipeline.restart import (
     Restart,
     RestartPolicy,
 )
+from sparkcdc.pipeline.resume import Evidence, checkpoint_evidence, newer_end, newest
 from sparkcdc.pipeline.spec import ChangefeedSpec
 from sparkcdc.pipeline.state import StateDir, own_changefeed_dir, spark_checkpoint_location
 from sparkcdc.server.redact import scrub, unexpected
@@ -86,6 +93,8 @@ class _Task:
     best_checkpoint: int = 0
     state_owned: bool = False
     """The changefeed's folder was checked against its identity and the older claims' folders removed."""
+    earlier: list[Evidence] = field(default_factory=list)
+    """The ``checkpoint.json`` of the older claims' folders, read before they were removed."""
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
@@ -399,8 +408,46 @@ class Scheduler:
             if metrics is not None and self.tasks.get(task.key) is task:  # not a run it gave up
                 metrics.observe(task.namespace, task.id, p)  # type: ignore[arg-type]
 
-        task.pending = self._pool.submit(self.runner.start, spec, on_progress)
+        task.pending = self._pool.submit(
+            self.runner.start, spec, on_progress, lambda ts, end: self._record_resolved(task, ts, end)
+        )
         task.pending_kind = "start"
+
+    def _record_resolved(self, task: _Task, checkpoint_ts: int, end: dict[str, Any]) -> None:
+        """Make a raised chain state durable in the meta database before the sink publishes it.
+
+        Called by the changefeed's batch writer (on the driver, in this process). The next owner
+        starts from the meta database's offset; a raise it lacked would give an old-header
+        transaction after it a commit_ts at or below a checkpoint the sink already published, and
+        consumers would drop it. Only the claim's owner writes: when the changefeed moved on, the
+        batch fails and its ts is never published.
+        """
+        for _attempt in range(5):
+            row = self.store.get_changefeed(task.id, task.namespace)
+            if row.owner != self.server_id or row.epoch != task.epoch:
+                raise TransientError(
+                    f"changefeed {task.label} is no longer this server's claim (epoch {task.epoch}, now "
+                    f"{row.epoch} on {row.owner or 'no server'}); its batch is not published",
+                    code="CDC:ErrOwnerChanged",
+                )
+            stats = dict(row.stats or {})
+            if newer_end(stats.get("checkpoint_end"), end) is not end:
+                return  # the meta database holds this point or a later one
+            stats["checkpoint_end"] = end
+            try:
+                info = self.store.renew_lease(
+                    row, self.server_id, self.lease_seconds, checkpoint_ts=checkpoint_ts, stats=stats
+                )
+            except ConflictError:
+                continue  # a tick or a user verb wrote the row meanwhile: read it again
+            task.info = info
+            task.last_renew_ok = self.clock()
+            return
+        raise TransientError(
+            f"changefeed {task.label}: the meta database row kept changing while recording checkpoint "
+            f"{checkpoint_ts}; its batch is not published",
+            code="CDC:ErrMetaConflict",
+        )
 
     def _own_state(self, task: _Task, row: ChangefeedInfo) -> None:
         """Once per claim: check the changefeed's folder is its own, and remove the older claims' folders."""
@@ -416,8 +463,33 @@ class Scheduler:
                 task.label,
                 moved,
             )
-        self._clean_epochs(task, keep=f"epoch-{task.epoch}")
+        keep = f"epoch-{task.epoch}"
+        task.earlier = self._earlier_checkpoints(task, keep)
+        self._clean_epochs(task, keep=keep)
         task.state_owned = True
+
+    def _earlier_checkpoints(self, task: _Task, keep: str) -> list[Evidence]:
+        """The older claims' ``checkpoint.json`` (a shared data dir keeps them after a failover)."""
+        base = self._changefeed_dir(task)
+        try:
+            names = base.list()
+        except SparkCdcError:
+            return []
+        found = []
+        for name in names:
+            if name.startswith("epoch-") and name != keep:
+                try:
+                    ev = checkpoint_evidence(
+                        base.child(name).read_json("checkpoint.json"), f"checkpoint.json of {name}"
+                    )
+                except SparkCdcError as exc:
+                    log.warning(
+                        "changefeed %s: cannot read %s's checkpoint: %s", task.label, name, exc.message
+                    )
+                    continue
+                if ev is not None:
+                    found.append(ev)
+        return found
 
     def _prepare_claim_dir(
         self, task: _Task, row: ChangefeedInfo, config: ReplicaConfig, claim_dir: StateDir
@@ -447,16 +519,28 @@ class Scheduler:
                 # done, and no batch reported since: the stream starts at the handover point
                 end = done["handover"]
                 checkpoint_ts = int(done["handover"]["ts"])
+        evidence = list(task.earlier)
+        own = checkpoint_evidence(
+            claim_dir.read_json("checkpoint.json"), f"checkpoint.json of epoch-{task.epoch}"
+        )
+        if own is not None:
+            evidence.append(own)  # a restart within this claim
+        meta = None
         if checkpoint_ts > 0 and end is not None:
-            claim_dir.write_json("start.json", end)
-            claim_dir.write_json(
-                "checkpoint.json",
-                {
-                    "checkpoint_ts": checkpoint_ts,
-                    "end": end,
-                    "rows_total": int((row.stats or {}).get("rows_total", 0)),
-                },
+            meta = Evidence(
+                "the meta database", end, checkpoint_ts, int((row.stats or {}).get("rows_total", 0))
             )
+            evidence.insert(0, meta)  # first: it wins a tie
+        chosen = newest(evidence)
+        if chosen is None or chosen is own:
+            return
+        if meta is not None and chosen is not meta:
+            log.info("changefeed %s: starting from %s, newer than %s", task.label, chosen, meta)
+        claim_dir.write_json("start.json", chosen.end)
+        claim_dir.write_json(
+            "checkpoint.json",
+            {"checkpoint_ts": chosen.checkpoint_ts, "end": chosen.end, "rows_total": chosen.rows_total},
+        )
 
     def _begin_stop(self, task: _Task) -> None:
         handle = task.handle
@@ -508,6 +592,8 @@ class Scheduler:
                 "lag_s": float(p.lag_s),
             }
             end = getattr(p, "checkpoint_end", None)
+            # Never behind what the batch writer recorded itself (``_record_resolved``).
+            end = newer_end(end, (task.info.stats or {}).get("checkpoint_end"))
             if end is not None:
                 values["stats"]["checkpoint_end"] = end
             phase = getattr(p, "snapshot_phase", "")

@@ -14,9 +14,9 @@ Per micro-batch the pipeline does, in this order:
 2. executors: rows are grouped by ``route()`` into ``num_writers`` groups,
    each sorted by ``(commit_ts, seq)``; each group is fed to one
    ``PartitionWriter`` (``write`` per row, then ``close`` which must make the
-   rows durable and return a small JSON-able commit message). A sink with
-   ``parallel_segments`` instead gets one writer per route group and segment
-   (``WriterContext.segment``), all running at once; one with ``serial_segments``
+   rows durable and return a small JSON-able commit message). A sink whose
+   ``capabilities.segments`` is "parallel" instead gets one writer per route group
+   and segment (``WriterContext.segment``), all running at once; a "serial" one
    gets every route group of a batch in one task;
 3. driver: ``commit(batch_id, messages, checkpoint_ts)`` once every writer
    succeeded (messages in segment order): everything with commit_ts ≤ checkpoint_ts is now durable
@@ -32,12 +32,38 @@ import zlib
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from sparkcdc.model import DDLEvent, RowChange, TableInfo
 
 if TYPE_CHECKING:
     from sparkcdc.config.replica import ReplicaConfig
+    from sparkcdc.sink.objectstore import StorageBackend
+
+
+@dataclass(frozen=True)
+class SinkCapabilities:
+    """What a sink can do, declared by the sink in one place; the pipeline reads this, never its settings."""
+
+    segments: Literal["rows", "parallel", "serial"] = "rows"
+    """How a batch reaches the writers. "rows": decoded rows are grouped by route and sorted in
+    commit order. "parallel": writers of different segments of a batch may write the same route
+    group at the same time (each in commit order within its segment) and ``commit`` puts their
+    output in segment order; each segment is decoded and written by one task, without a shuffle.
+    "serial": one task decodes a whole batch and writes it in commit order (no shuffle, no sort),
+    which beats grouping rows by route for a fast writer whose order spans route groups (Kafka)."""
+    route_depends_on_row: bool = False
+    """``route()`` looks at a row's values or commit_ts, not only its schema and table."""
+    resume_evidence: str = ""
+    """What the sink's output records of how far it got, read back at start (``published_checkpoint``,
+    or a mark the sink guards itself): "" when it records nothing."""
+    idempotence: str = ""
+    """How a batch written again (at-least-once after a failure) leaves the downstream as it was;
+    "" when whoever reads the output must drop repeats."""
+    executors_write_files: StorageBackend | None = None
+    """A local folder the executors write the sink's files into (checked visible from them)."""
+    upstream_rendered_csv: bool = False
+    """The initial snapshot may have the upstream render the sink's CSV records (``codec.csv_sql``)."""
 
 
 @dataclass
@@ -54,7 +80,7 @@ class WriterContext:
     segment: int = 0
     """With ``segments > 1``: which of the batch's segments this writer's rows come from."""
     segments: int = 1
-    """How many segments of the batch are written at the same time (only for ``parallel_segments`` sinks)."""
+    """How many segments of the batch are written at the same time (only for "parallel" sinks)."""
     replay: bool = False
     """An earlier attempt of this batch may have published part of it (the first batch after a start
     or a failure, or a task Spark runs again): a sink that cannot make its writes idempotent checks
@@ -86,21 +112,16 @@ class Sink(ABC):
     """A destination of change events (see the module docstring for the call order)."""
 
     scheme: str = ""
-    route_depends_on_row: bool = False
-    """True when ``route()`` looks at a row's values or commit_ts, not only its schema and table."""
-    parallel_segments: bool = False
-    """True when writers of different segments of a batch may write the same route group at the same
-    time (each in commit order within its segment) and ``commit`` puts their output in segment order.
-    The pipeline then decodes and writes each segment in one task, without a shuffle."""
-    serial_segments: bool = False
-    """True when one task that decodes a whole batch and writes it in commit order (no shuffle, no
-    sort) beats decoding in parallel and grouping rows by route: a sink whose writer is fast and
-    whose order spans route groups (Kafka). Route groups then share that one task."""
 
     def __init__(self, uri: str, config: ReplicaConfig, changefeed_id: str = "default") -> None:
         self.uri = uri
         self.config = config
         self.changefeed_id = changefeed_id
+
+    @property
+    def capabilities(self) -> SinkCapabilities:
+        """What this sink can do (``SinkCapabilities``); the defaults: rows, routed by table, no marks."""
+        return SinkCapabilities()
 
     @property
     def num_writers(self) -> int:

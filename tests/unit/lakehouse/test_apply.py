@@ -87,6 +87,23 @@ def test_changelog_appends_every_change_once(fmt: str, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
+def test_a_batch_planned_again_across_the_tag_appends_only_its_newer_rows(fmt: str, tmp_path: Path) -> None:
+    """After a failover the batches are cut anew: one may start below the table's tag and end above it."""
+    sink = make_sink(f"{fmt}://{tmp_path}/wh?mode=changelog")
+    run_batch(sink, 0, [ins(10, row(1)), upd(11, row(1), row(1, "u"))], 11)
+    run_batch(
+        sink, 0, [ins(10, row(1)), upd(11, row(1), row(1, "u")), ins(12, row(2)), dele(13, row(1, "u"))], 13
+    )
+    assert rows_of(read_table(sink), "_commit_ts", "_op", "id") == [
+        (10, "I", 1),
+        (11, "U", 1),
+        (12, "I", 2),
+        (13, "D", 1),
+    ]
+    sink.close()
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
 def test_ddl_evolves_the_table(fmt: str, tmp_path: Path) -> None:
     sink = make_sink(f"{fmt}://{tmp_path}/wh")
     run_batch(sink, 0, [ins(10, row(1)), ins(10, row(2), 1)], 10)

@@ -11,7 +11,7 @@ from sparkcdc.config.replica import ReplicaConfig
 from sparkcdc.model import ColumnInfo, IndexInfo, RowChange, TableInfo
 from sparkcdc.pipeline.serde import COLUMNS, dump_images
 from sparkcdc.pipeline.writer import RouteWriters, make_router, make_writer
-from sparkcdc.sink.base import PartitionWriter, Sink, WriterContext
+from sparkcdc.sink.base import PartitionWriter, Sink, SinkCapabilities, WriterContext
 
 
 def _table(name: str) -> TableInfo:
@@ -32,9 +32,13 @@ class RecordingSink(Sink):
 
     def __init__(self, per_row: bool) -> None:
         super().__init__("test://", ReplicaConfig())
-        self.route_depends_on_row = per_row
+        self.per_row = per_row
         self.route_calls = 0
         self.written: dict[int, list[tuple[str, int]]] = {}
+
+    @property
+    def capabilities(self) -> SinkCapabilities:
+        return SinkCapabilities(route_depends_on_row=self.per_row)
 
     @property
     def num_writers(self) -> int:
@@ -42,7 +46,7 @@ class RecordingSink(Sink):
 
     def route(self, row: RowChange, table: TableInfo) -> int:
         self.route_calls += 1
-        return row.image[0] % 4 if self.route_depends_on_row else (0 if row.table == "a" else 3)
+        return row.image[0] % 4 if self.per_row else (0 if row.table == "a" else 3)
 
     def open_writer(self, ctx: WriterContext) -> PartitionWriter:
         sink = self

@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -33,9 +34,16 @@ class Prog:
 
 
 class FakeHandle:
-    def __init__(self, spec: ChangefeedSpec, on_progress: Callable[[Prog], None]) -> None:
+    def __init__(
+        self,
+        spec: ChangefeedSpec,
+        on_progress: Callable[[Prog], None],
+        on_resolved: Callable[[int, dict[str, Any]], None] | None = None,
+    ) -> None:
         self.spec = spec
         self.report = on_progress
+        self.resolved = on_resolved
+        """What the pipeline's batch writer calls before the sink publishes a raised chain state."""
         self.active = True
         self.error: SparkCdcError | None = None
         self.done = False
@@ -61,10 +69,15 @@ class FakeRunner:
         self.fail_with: dict[str, SparkCdcError] = {}
         self.shut = False
 
-    def start(self, spec: ChangefeedSpec, on_progress: Callable[[Prog], None]) -> FakeHandle:
+    def start(
+        self,
+        spec: ChangefeedSpec,
+        on_progress: Callable[[Prog], None],
+        on_resolved: Callable[[int, dict[str, Any]], None] | None = None,
+    ) -> FakeHandle:
         if spec.changefeed_id in self.fail_with:
             raise self.fail_with[spec.changefeed_id]
-        h = FakeHandle(spec, on_progress)
+        h = FakeHandle(spec, on_progress, on_resolved)
         self.handles.append(h)
         return h
 
@@ -190,6 +203,102 @@ def test_a_new_claim_resumes_after_the_last_committed_batch_offset(store: MetaSt
     # the new claim's folder holds the pipeline's checkpoint.json: the query starts at that offset
     saved = json.loads((Path(h.spec.checkpoint_dir) / "checkpoint.json").read_text())
     assert saved == {"checkpoint_ts": 800, "end": end, "rows_total": 3}
+
+
+def test_a_raised_chain_state_is_in_the_meta_database_before_the_sink_publishes_it(
+    uri: str, store: MetaStore, tmp_path: Path
+) -> None:
+    """The batch writer's hook records the offset at once; a later tick with older progress keeps it;
+    the next owner starts there; the old owner's hook then refuses, so its batch is never published."""
+    runner = FakeRunner()
+    create(store)
+    s = make(store, runner, tmp_path)
+    settle(s)
+    h = runner.handles[0]
+    older = {"file": "mysql-bin.000002", "pos": 4711, "ts": 800}
+    prog = Prog(checkpoint_ts=800, resolved_ts=800)
+    prog.checkpoint_end = older  # type: ignore[attr-defined]
+    h.report(prog)
+    settle(s, 1)
+    raised = {"file": "mysql-bin.000002", "pos": 4711, "ts": 950}  # an idle batch: same position
+    assert h.resolved is not None
+    h.resolved(950, raised)
+    row = store.get_changefeed("cf-1")
+    assert (row.checkpoint_ts, row.stats["checkpoint_end"]) == (950, raised)
+    settle(s, 2)  # ticks while the progress still says 800
+    row = store.get_changefeed("cf-1")
+    assert (row.checkpoint_ts, row.stats["checkpoint_end"]) == (950, raised)
+
+    s.shutdown()  # releases: another server claims it
+    runner_b = FakeRunner()
+    other = MetaStore.open(uri)
+    b = make(other, runner_b, tmp_path, server_id="srv-b")
+    settle(b)
+    (hb,) = runner_b.handles
+    saved = json.loads((Path(hb.spec.checkpoint_dir) / "checkpoint.json").read_text())
+    assert (saved["checkpoint_ts"], saved["end"]) == (950, raised)
+    with pytest.raises(SparkCdcError) as err:
+        h.resolved(990, {"file": "mysql-bin.000002", "pos": 4711, "ts": 990})
+    assert err.value.code == "CDC:ErrOwnerChanged" and "epoch 1" in err.value.message
+    assert store.get_changefeed("cf-1").stats["checkpoint_end"] == raised
+    b.shutdown()
+    other.close()
+
+
+def test_a_claim_starts_from_the_newest_record_an_earlier_claim_left(
+    store: MetaStore, tmp_path: Path
+) -> None:
+    """A shared data dir keeps the older claim's checkpoint.json: newer than the meta database's offset
+    (its owner died before the next renewal), it is where the next claim starts."""
+    runner = FakeRunner()
+    create(store)
+    s = make(store, runner, tmp_path)
+    settle(s)
+    h = runner.handles[0]
+    meta_end = {"file": "mysql-bin.000002", "pos": 100, "ts": 800}
+    prog = Prog(checkpoint_ts=800, resolved_ts=800, rows_total=2)
+    prog.checkpoint_end = meta_end  # type: ignore[attr-defined]
+    h.report(prog)
+    settle(s, 1)
+    newer_end = {"file": "mysql-bin.000003", "pos": 4, "ts": 870}
+    epoch1 = Path(h.spec.checkpoint_dir)
+    epoch1.mkdir(parents=True, exist_ok=True)  # the pipeline's folder (this runner writes nothing)
+    (epoch1 / "checkpoint.json").write_text(
+        json.dumps({"checkpoint_ts": 870, "end": newer_end, "rows_total": 5})
+    )
+    store.update_changefeed(store.get_changefeed("cf-1"), state=ChangefeedState.STOPPED)
+    settle(s)
+    store.update_changefeed(store.get_changefeed("cf-1"), state=ChangefeedState.NORMAL)
+    settle(s)
+    h2 = runner.handles[1]
+    saved = json.loads((Path(h2.spec.checkpoint_dir) / "checkpoint.json").read_text())
+    assert saved == {"checkpoint_ts": 870, "end": newer_end, "rows_total": 5}
+    assert json.loads((Path(h2.spec.checkpoint_dir) / "start.json").read_text()) == newer_end
+    assert not epoch1.exists(), "the older claim's folder stays after its record was read"
+
+
+def test_records_of_another_upstream_refuse_the_claim_naming_both(store: MetaStore, tmp_path: Path) -> None:
+    runner = FakeRunner()
+    create(store)
+    s = make(store, runner, tmp_path)
+    settle(s)
+    h = runner.handles[0]
+    prog = Prog(checkpoint_ts=800, resolved_ts=800)
+    prog.checkpoint_end = {"file": "mysql-bin.000002", "pos": 100, "ts": 800}  # type: ignore[attr-defined]
+    h.report(prog)
+    settle(s, 1)
+    Path(h.spec.checkpoint_dir).mkdir(parents=True, exist_ok=True)
+    (Path(h.spec.checkpoint_dir) / "checkpoint.json").write_text(
+        json.dumps({"checkpoint_ts": 5, "end": {"file": "other-bin.000001", "pos": 4, "ts": 5}})
+    )
+    store.update_changefeed(store.get_changefeed("cf-1"), state=ChangefeedState.STOPPED)
+    settle(s)
+    store.update_changefeed(store.get_changefeed("cf-1"), state=ChangefeedState.NORMAL)
+    settle(s)
+    row = store.get_changefeed("cf-1")
+    assert row.state == ChangefeedState.FAILED and row.error["code"] == "CDC:ErrResumeEvidenceMismatch"
+    assert "mysql-bin.000002:100" in row.error["message"] and "other-bin.000001:4" in row.error["message"]
+    assert len(runner.handles) == 1
 
 
 def test_transient_error_shows_a_warning_and_retries_with_backoff(store: MetaStore, tmp_path: Path) -> None:

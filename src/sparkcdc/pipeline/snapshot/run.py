@@ -145,7 +145,7 @@ class InitialSnapshot(SnapshotJob):
             t_correct = time.monotonic() - t0 - t_read
             self.phase = "writing"
             self._report()
-            if writer is not None and writer.sink.parallel_segments:
+            if writer is not None and writer.sink.capabilities.segments == "parallel":
                 rows = write_spool(self, writer, states, corrections_df, tables)
             elif writer is not None and direct_groups(writer.sink) is not None:
                 rows = write_direct(self, writer, states, corrections_df, tables)
@@ -181,10 +181,7 @@ class InitialSnapshot(SnapshotJob):
         from sparkcdc.codec.csv_sql import ServerCSV
 
         sink = getattr(writer, "sink", None)
-        settings = getattr(sink, "settings", None)
-        if not self.options.upstream_render or sink is None or not sink.parallel_segments:
-            return {}
-        if getattr(settings, "protocol", None) != "csv":
+        if not self.options.upstream_render or sink is None or not sink.capabilities.upstream_rendered_csv:
             return {}
         csv, why = ServerCSV.from_encoder(sink.encoder.build())
         if csv is None:

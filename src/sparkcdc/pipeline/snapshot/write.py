@@ -98,11 +98,12 @@ def direct_groups(sink: Any) -> str | None:
     ``"routes"``: every other sink that routes by table gets each of its route groups in one task, as
     the DataFrame path gives them, without the shuffle and sort (the rows share one commit_ts).
     """
-    if sink.parallel_segments:
+    caps = sink.capabilities
+    if caps.segments == "parallel":
         return None
-    if sink.serial_segments:
+    if caps.segments == "serial":
         return "parallel"
-    if sink.route_depends_on_row:
+    if caps.route_depends_on_row:
         return None
     return "routes"
 

@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from sparkcdc.errors import SinkUnavailable
-from sparkcdc.sink.base import PartitionWriter, Sink, WriterContext
+from sparkcdc.sink.base import PartitionWriter, Sink, SinkCapabilities, WriterContext
 from sparkcdc.sink.http.config import parse_http_sink
 from sparkcdc.sink.http.writer import HTTPPoster, HTTPWriter, make_encoder
 
@@ -82,6 +82,11 @@ class HTTPSink(Sink):
     def route(self, row: RowChange, table: TableInfo) -> int:
         """Every row goes to the single writer."""
         return 0
+
+    @property
+    def capabilities(self) -> SinkCapabilities:
+        # request ids come from the rows a request carries: a receiver that drops repeated ids
+        return SinkCapabilities(idempotence="")
 
     def check(self) -> None:
         """Open a TCP connection to the endpoint's host and port (no request is sent)."""

@@ -26,7 +26,7 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from sparkcdc.dispatch.router import EventRouter
-from sparkcdc.sink.base import PartitionWriter, Sink, WriterContext
+from sparkcdc.sink.base import PartitionWriter, Sink, SinkCapabilities, WriterContext
 from sparkcdc.sink.kafka.config import DEFAULT_PARTITION_NUM, KafkaOptions
 from sparkcdc.sink.kafka.encoders import MessageEncoder, build_encoder, validate_protocol
 from sparkcdc.sink.kafka.producer import DeliveryTracker, get_producer
@@ -49,8 +49,6 @@ class KafkaSink(Sink):
     """Writes change events to Kafka in TiCDC's formats (canal-json, avro)."""
 
     scheme = "kafka"
-    # The writer outruns a shuffle: one task decodes each batch and produces it in commit order.
-    serial_segments = True
 
     def __init__(self, uri: str, config: ReplicaConfig, changefeed_id: str = "default") -> None:
         super().__init__(uri, config, changefeed_id)
@@ -62,7 +60,7 @@ class KafkaSink(Sink):
         # partitions; one writer group keeps every partition's order in that case
         self._key_dispatch = any(r.partition.kind in ("index-value", "columns") for r in self.router.routes)
         # table and fixed rules send every row of a table to one partition: routing needs no row values
-        self.route_depends_on_row = any(
+        self._route_depends_on_row = any(
             r.partition.kind not in ("table", "fixed") for r in self.router.routes
         )
         self.partitions: dict[str, int] = {}
@@ -76,6 +74,16 @@ class KafkaSink(Sink):
         self._admin: KafkaAdmin | None = None
         self._lock = threading.Lock()
         self._table_routes: dict[tuple[str, str, int], _TableRoute] = {}
+
+    @property
+    def capabilities(self) -> SinkCapabilities:
+        # The writer outruns a shuffle: one task decodes each batch and produces it in commit order.
+        return SinkCapabilities(
+            segments="serial",
+            route_depends_on_row=self._route_depends_on_row,
+            resume_evidence="the watermarks on its topics (never published below the last one)",
+            idempotence="",  # consumers drop a message at or below their partition's watermark
+        )
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)

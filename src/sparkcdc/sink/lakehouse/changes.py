@@ -11,8 +11,9 @@ Executors turn the row changes of one table in one batch into a *change frame* (
 
 The driver (``TableApplier``) applies each table's frame in one table commit that records the
 changefeed id and the batch's checkpoint-ts in the table; a table whose recorded checkpoint-ts is
-already at or past the batch's skips it, so a batch replayed after a crash is applied once. DDLs
-become schema changes by comparing the table's columns with the DDL's new shape.
+already at or past the batch's skips it, and the rows of a batch at or below the table's
+recorded checkpoint-ts are left out (a batch planned again after a failover may start below it),
+so a change replayed after a crash is applied once. DDLs become schema changes by comparing the table's columns with the DDL's new shape.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from sparkcdc.errors import SinkError
 from sparkcdc.model import DDLEvent, DDLType, RowChange, TableInfo
@@ -287,14 +289,23 @@ class TableApplier:
     def apply(self, info: TableInfo, frames: list[pa.Table], checkpoint_ts: int) -> bool:
         """Apply one table's frames of a batch; False when an earlier run already committed them."""
         name = self.name_of(info.schema, info.table)
+        last = None
         if not self.fmt.exists(name):
             self.fmt.create(name, pa.schema(table_fields(info, self.mode)))
-        elif self.applied(name, checkpoint_ts):
+        else:
+            last = self.fmt.checkpoint(name, self.changefeed_id)
+        if last is not None and last >= checkpoint_ts:
             log.info(
                 "%s table %s already holds checkpoint-ts %d: skipped", self.fmt.name, name, checkpoint_ts
             )
             return False
         frame = pa.concat_tables(frames) if len(frames) > 1 else frames[0]
+        if last is not None:
+            # A batch planned again after a failover may start below the table's tag: its rows up to
+            # the tag are in the table already (a changelog would log them twice).
+            frame = frame.filter(pc.greater(frame[COMMIT_TS], pa.scalar(last, pa.int64())))
+            if frame.num_rows == 0:
+                return False
         tag = CommitTag(self.changefeed_id, checkpoint_ts)
         target = self.fmt.schema(name)
         if self.mode == "changelog":

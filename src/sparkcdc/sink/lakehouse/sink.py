@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from sparkcdc.errors import SinkError
 from sparkcdc.model import DDLEvent, TableInfo
-from sparkcdc.sink.base import PartitionWriter, Sink, WriterContext
+from sparkcdc.sink.base import PartitionWriter, Sink, SinkCapabilities, WriterContext
 from sparkcdc.sink.lakehouse.changes import TableApplier, TableFormat
 from sparkcdc.sink.lakehouse.config import LakehouseSettings
 from sparkcdc.sink.lakehouse.writer import LakehouseWriter, batch_staging_dir, read_frame
@@ -75,6 +75,13 @@ class LakehouseSink(Sink):
     def num_writers(self) -> int:
         """``worker-count``: tables are spread over that many writers."""
         return self.settings.worker_count
+
+    @property
+    def capabilities(self) -> SinkCapabilities:
+        return SinkCapabilities(
+            resume_evidence="each table's tag (the last commit_ts applied)",
+            idempotence="rows at or below a table's tag are not applied again",
+        )
 
     def check(self) -> None:
         """Reach the warehouse (and the Iceberg catalog)."""

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from sparkcdc.errors import SinkUnavailable
 from sparkcdc.model.ts import now_ts
-from sparkcdc.sink.base import PartitionWriter, Sink, WriterContext
+from sparkcdc.sink.base import PartitionWriter, Sink, SinkCapabilities, WriterContext
 from sparkcdc.sink.mysql.config import parse_mysql_sink
 from sparkcdc.sink.mysql.connection import classify, connect
 from sparkcdc.sink.mysql.writer import MySQLWriter, make_applier
@@ -64,6 +64,17 @@ class MySQLSink(Sink):
     def num_writers(self) -> int:
         """One writer per ``worker-count``."""
         return self.settings.worker_count
+
+    @property
+    def capabilities(self) -> SinkCapabilities:
+        if self.settings.progress_table:
+            return SinkCapabilities(
+                resume_evidence="the progress table (the last commit_ts and seq applied per table)",
+                idempotence="rows at or below a table's progress row are skipped",
+            )
+        return SinkCapabilities(
+            idempotence="rows older than the sink's start are applied in safe mode (REPLACE)"
+        )
 
     def check(self) -> None:
         """Connect once: wrong credentials, an unreachable host or an unknown time zone fail here."""

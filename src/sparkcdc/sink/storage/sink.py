@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from sparkcdc.errors import DecodeError
 from sparkcdc.model import DDLEvent, DDLType
 from sparkcdc.model.ts import physical_ms
-from sparkcdc.sink.base import PartitionWriter, Sink, WriterContext
+from sparkcdc.sink.base import PartitionWriter, Sink, SinkCapabilities, WriterContext
 from sparkcdc.sink.storage.config import StorageSettings
 from sparkcdc.sink.storage.encoding import RowEncoder
 from sparkcdc.sink.storage.layout import (
@@ -45,7 +45,6 @@ class StorageSink(Sink):
     """Writes CSV or canal-json files, schema files and the ``metadata`` checkpoint."""
 
     scheme = "file"
-    parallel_segments = True
 
     def __init__(self, uri: str, config: ReplicaConfig, changefeed_id: str = "default") -> None:
         super().__init__(uri, config, changefeed_id)
@@ -143,6 +142,17 @@ class StorageSink(Sink):
             return True
         last = self._last_checkpoint
         return last is None or physical_ms(checkpoint_ts) - physical_ms(last) >= METADATA_MIN_INTERVAL * 1000
+
+    @property
+    def capabilities(self) -> SinkCapabilities:
+        backend = self.settings.backend
+        return SinkCapabilities(
+            segments="parallel",
+            resume_evidence="the metadata file's checkpoint-ts",
+            idempotence="a batch written again skips the records its data files already hold (by commit_ts)",
+            executors_write_files=backend if backend.scheme == "file" else None,
+            upstream_rendered_csv=self.settings.protocol == "csv",
+        )
 
     def published_checkpoint(self) -> int:
         """The ``checkpoint-ts`` of the ``metadata`` file in storage (0 when there is none yet).

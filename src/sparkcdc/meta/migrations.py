@@ -96,12 +96,18 @@ def subscribed_of(config: object) -> tuple[str, str]:
     return "", ""
 
 
+def _upstream_identity(conn: Connection) -> None:
+    """``changefeeds.upstream``: the identity of the upstream server (recorded at the next claim)."""
+    conn.execute(text("ALTER TABLE changefeeds ADD COLUMN upstream JSON"))
+
+
 Migration = tuple[int, str, Callable[[Connection], None]]
 
 MIGRATIONS: list[Migration] = [
     (1, "initial: changefeeds, range_progress, schema_history, servers", _create_tables),
     (2, "identities: changefeeds.uid, snapshot_done, meta_info", _identities),
     (3, "subscriptions: a subscriber name is unique per namespace, schema and table", _subscriptions),
+    (4, "upstream identity: changefeeds.upstream", _upstream_identity),
 ]
 """Every migration in order; append only."""
 

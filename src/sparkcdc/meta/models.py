@@ -55,6 +55,8 @@ class ChangefeedInfo:
     updated_at: float
     uid: str = ""
     """The changefeed's identity, given at creation: a new changefeed with the same id has another."""
+    upstream: dict[str, Any] | None = None
+    """The upstream server its offsets belong to (``UpstreamIdentity.to_json``); None: not recorded yet."""
 
     @property
     def key(self) -> tuple[str, str]:
@@ -80,6 +82,8 @@ class NewChangefeed:
     subscriber_name: str | None = None
     subscribed_table: tuple[str, str] | None = None
     """(schema, table) of a subscription: its subscriber name is unique per table (None: no table)."""
+    upstream: dict[str, Any] | None = None
+    """The upstream server's identity, when the creator read it."""
 
 
 @dataclass(frozen=True)

@@ -83,6 +83,7 @@ _UPDATABLE = {
     "resolved_ts",
     "subscriber_name",
     "stats",
+    "upstream",
 }
 
 
@@ -309,6 +310,7 @@ class MetaStore:
                         created_at=now,
                         updated_at=now,
                         uid=str(uuid.uuid4()),
+                        upstream=new.upstream,
                     )
                 )
             except IntegrityError as exc:
@@ -811,6 +813,7 @@ def _to_info(r: Any) -> ChangefeedInfo:
         created_at=float(r["created_at"]),
         updated_at=float(r["updated_at"]),
         uid=r["uid"] or "",
+        upstream=r["upstream"],
     )
 
 

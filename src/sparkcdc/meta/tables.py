@@ -59,6 +59,9 @@ changefeeds = Table(
     # The changefeed's identity (a uuid given at creation): its state in a data dir records it, so a
     # re-created changefeed with the same id, or one of another meta database, never adopts that state.
     Column("uid", String(64), nullable=True),
+    # The upstream server its offsets belong to (``pipeline.state.UpstreamIdentity``): a claim or an
+    # update that reaches another server is refused.
+    Column("upstream", JSON(none_as_null=True), nullable=True),
 )
 
 subscription_key = Index(

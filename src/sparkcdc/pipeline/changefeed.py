@@ -38,7 +38,10 @@ from sparkcdc.pipeline.start import bootstrap_history, resolve_start
 from sparkcdc.pipeline.state import (
     SPARK_CHECKPOINT_ROOT_CONF,
     StateDir,
+    UpstreamIdentity,
     check_executors_see,
+    check_upstream_identity,
+    follow_upstream,
     spark_checkpoint_location,
 )
 from sparkcdc.pipeline.writer import BatchResult, BatchWriter
@@ -356,6 +359,18 @@ def prepare_changefeed(
         check_upstream(
             up, captures=changefeed_filter(spec.config.filter.rules, spec.config.case_sensitive).match
         )
+        current = UpstreamIdentity.query(up)
+        if spec.upstream_identity is not None:
+            follow_upstream(
+                spec.upstream_identity,
+                current,
+                spec.changefeed_id,
+                "recorded in the meta database",
+                "point the changefeed back at that server (cli changefeed update --upstream-uri), or remove "
+                "it and create it again with a start-ts on this one",
+            )
+        else:
+            check_upstream_identity(state, spec.changefeed_id, current)
         sink.check()
         state.check()
     from_head = not (

@@ -7,6 +7,7 @@ for its one changefeed, and both hand it to ``pipeline.changefeed.start_changefe
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from sparkcdc.config.replica import ReplicaConfig
 
@@ -36,3 +37,6 @@ class ChangefeedSpec:
     changefeed's own, which outlives each claim's ``checkpoint_dir``."""
     changefeed_uid: str = ""
     """The changefeed's identity in the meta database (the server sets it)."""
+    upstream_identity: dict[str, Any] | None = None
+    """The upstream server the changefeed's offsets belong to, as the meta database records it (the
+    server sets it; ``run`` keeps it in its data dir): a start on another server is refused."""

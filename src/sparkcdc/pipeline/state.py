@@ -439,17 +439,34 @@ class UpstreamIdentity:
         )
 
 
+def follow_upstream(
+    recorded: dict[str, Any] | None, current: UpstreamIdentity, label: str, where: str, fix: str
+) -> None:
+    """The one rule for ``run`` and the server: a changefeed's offsets belong to the upstream recorded.
+
+    ``recorded``: the identity kept in ``where`` (None: none yet); ``fix``: what the user can do.
+    """
+    if recorded is None:
+        return
+    was = UpstreamIdentity.from_json(recorded)
+    if not was.same_server(current):
+        raise ConfigError(
+            f"changefeed {label!r} follows upstream {was} ({where}), not {current}: its offsets and schema "
+            f"history mean nothing there; {fix}",
+            code=STATE_MISMATCH,
+        )
+
+
 def check_upstream_identity(folder: StateDir, label: str, current: UpstreamIdentity) -> None:
     """Refuse a changefeed folder that follows another upstream; record the upstream on a first start."""
     found = folder.read_json("upstream.json")
     if found is None:
         folder.write_json("upstream.json", current.to_json())
         return
-    recorded = UpstreamIdentity.from_json(found)
-    if not recorded.same_server(current):
-        raise ConfigError(
-            f"changefeed {label!r} in {folder.display} follows upstream {recorded}, not {current}: its offsets "
-            "and schema history mean nothing there; give another --changefeed-id (or --data-dir) for this "
-            "upstream, or remove that folder to start afresh",
-            code=STATE_MISMATCH,
-        )
+    follow_upstream(
+        found,
+        current,
+        label,
+        f"recorded in {folder.display}",
+        "give another --changefeed-id (or --data-dir) for this upstream, or remove that folder to start afresh",
+    )

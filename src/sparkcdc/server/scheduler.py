@@ -397,6 +397,7 @@ class Scheduler:
             meta_uri=self.store.uri,
             snapshot_dir=self._snapshot_dir(task).location,
             changefeed_uid=row.uid,
+            upstream_identity=row.upstream,
         )
         log.info("changefeed %s: starting from ts %s into %s", task.label, start_ts, redact_uri(row.sink_uri))
 

@@ -24,6 +24,7 @@ from sparkcdc.filter import TableFilter
 from sparkcdc.meta import ChangefeedInfo, ChangefeedState, MetaStore, NewChangefeed
 from sparkcdc.meta.migrations import subscribed_of
 from sparkcdc.model.ts import physical_ms
+from sparkcdc.pipeline.state import UpstreamIdentity, follow_upstream
 from sparkcdc.server.redact import redact_config, scrub
 
 CHANGEFEED_ID_RE = re.compile(r"^[a-zA-Z0-9]+(\-[a-zA-Z0-9]+)*$")
@@ -121,6 +122,13 @@ def default_upstream_probe(
     return start_ts if start_ts is not None else query_tso(up)
 
 
+def default_upstream_identity(upstream_uri: str) -> dict[str, Any]:
+    """Which server the upstream is (``UpstreamIdentity``): the changefeed's offsets belong to it."""
+    from sparkcdc.capture.upstream import UpstreamConfig
+
+    return UpstreamIdentity.query(UpstreamConfig.from_uri(upstream_uri)).to_json()
+
+
 def subscription_rule(database: str, table: str) -> str:
     """A table-filter rule selecting exactly one table (quoted, so any name is literal)."""
     return "`" + database.replace("`", "``") + "`.`" + table.replace("`", "``") + "`"
@@ -144,10 +152,12 @@ class ChangefeedService:
         store: MetaStore,
         sink_validator: SinkValidator = default_sink_validator,
         upstream_probe: UpstreamProbe = default_upstream_probe,
+        upstream_identity: Callable[[str], dict[str, Any]] = default_upstream_identity,
     ) -> None:
         self.store = store
         self.sink_validator = sink_validator
         self.upstream_probe = upstream_probe
+        self.upstream_identity = upstream_identity
 
     # ------------------------------------------------------------------ validation
 
@@ -239,6 +249,7 @@ class ChangefeedService:
                 target_ts=target_ts,
                 subscriber_name=subscriber,
                 subscribed_table=subscribed,
+                upstream=self.upstream_identity(upstream_uri),  # type: ignore[arg-type]
             )
         )
 
@@ -313,8 +324,18 @@ class ChangefeedService:
                 )
             sink_uri = body.get("sink_uri") or cf.sink_uri
             upstream_uri = body.get("upstream_uri") or cf.upstream_uri
+            upstream = cf.upstream
             if body.get("upstream_uri"):
                 self._probe(upstream_uri, cf.checkpoint_ts or None)
+                # The same server at another address (or with other credentials): its offsets still hold.
+                upstream = self.upstream_identity(upstream_uri)
+                follow_upstream(
+                    cf.upstream,
+                    UpstreamIdentity.from_json(upstream),
+                    cf.id,
+                    "recorded in the meta database",
+                    "give the address of that server, or create a new changefeed with a start-ts for this one",
+                )
             raw = body.get("replica_config")
             raw_config = cf.config if raw is None else raw
             target_ts = _ts(body, "target_ts") if "target_ts" in body else cf.target_ts
@@ -334,6 +355,7 @@ class ChangefeedService:
                     cf,
                     sink_uri=sink_uri,
                     upstream_uri=upstream_uri,
+                    upstream=upstream,
                     target_ts=target_ts,
                     config=config.to_dict(),
                 )

@@ -147,3 +147,62 @@ def test_run_refuses_a_data_dir_that_followed_another_upstream(
     # nothing of the first upstream's state changed
     assert json.loads((data / "cf-up" / "upstream.json").read_text()) == recorded
     assert (data / "cf-up" / "start.json").read_text() == start
+
+
+def test_update_to_another_upstream_is_refused_and_a_claim_on_another_server_too(
+    upstream: LocalMariaDB, tmp_path: Path
+) -> None:
+    """The meta database records which server a changefeed's offsets belong to.
+
+    ``update --upstream-uri`` to the same server at another address is taken (and the next claim
+    uses it); to another server it is refused naming both. A claim that reaches another server
+    behind the recorded URI (a name that now points elsewhere) fails in the same coded line.
+    """
+    from sparkcdc.config.replica import ReplicaConfig
+    from sparkcdc.errors import ConfigError
+    from sparkcdc.meta import ChangefeedState
+    from sparkcdc.pipeline.changefeed import prepare_changefeed
+    from sparkcdc.pipeline.spec import ChangefeedSpec
+    from sparkcdc.server.service import ChangefeedService
+
+    store = MetaStore.open(f"sqlite:///{tmp_path / 'meta.db'}")
+    service = ChangefeedService(store)
+    sink = f"file://{tmp_path / 'out'}?protocol=csv"
+    cf = service.create(
+        {
+            "changefeed_id": "cf-up",
+            "upstream_uri": upstream.uri,
+            "sink_uri": sink,
+            "replica_config": {"filter": {"rules": [f"{SCHEMA}.*"]}},
+        }
+    )
+    basename = upstream.query("SELECT @@log_bin_basename")[0][0]
+    assert cf.upstream is not None and cf.upstream["binlog"] == basename
+    store.update_changefeed(cf, state=ChangefeedState.STOPPED)
+
+    same_server = upstream.uri.replace("127.0.0.1", "localhost")
+    assert same_server != upstream.uri
+    moved = service.update("cf-up", "default", {"upstream_uri": same_server})
+    assert moved.upstream_uri == same_server and moved.upstream["address"].startswith("localhost:")
+    with LocalMariaDB() as other:
+        other_basename = other.query("SELECT @@log_bin_basename")[0][0]
+        with pytest.raises(ConfigError) as err:
+            service.update("cf-up", "default", {"upstream_uri": other.uri})
+        assert err.value.code == STATE_MISMATCH
+        assert basename in err.value.message and other_basename in err.value.message
+        assert store.get_changefeed("cf-up").upstream_uri == same_server
+
+        # The recorded URI now reaches the other server: the claim's start refuses it.
+        spec = ChangefeedSpec(
+            changefeed_id="cf-up",
+            upstream_uri=other.uri,
+            sink_uri=sink,
+            config=ReplicaConfig.from_stored(moved.config),
+            checkpoint_dir=str(tmp_path / "claim"),
+            upstream_identity=moved.upstream,
+        )
+        with pytest.raises(ConfigError) as err:
+            prepare_changefeed(spec)
+        assert err.value.code == STATE_MISMATCH and "meta database" in err.value.message
+        assert not (tmp_path / "claim" / "start.json").exists()
+    store.close()

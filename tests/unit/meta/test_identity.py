@@ -77,7 +77,7 @@ def test_migration_2_gives_existing_changefeeds_an_identity(tmp_path: Path) -> N
     uids = [cf.uid for cf in store.list_changefeeds()]
     assert len(set(uids)) == 2 and all(uuid.UUID(u) for u in uids)
     with store.engine.connect() as conn:
-        assert sorted(conn.execute(select(schema_migrations.c.version)).scalars()) == [1, 2, 3]
+        assert sorted(conn.execute(select(schema_migrations.c.version)).scalars()) == [1, 2, 3, 4]
         # the column is there for new rows too
         conn.execute(
             insert(changefeeds).values(
@@ -97,4 +97,20 @@ def test_migration_2_gives_existing_changefeeds_an_identity(tmp_path: Path) -> N
             )
         )
     assert uuid.UUID(store.identity())
+    store.close()
+
+
+def test_migration_4_adds_the_upstream_identity_empty_until_a_claim_records_it(tmp_path: Path) -> None:
+    uri = f"sqlite:///{tmp_path / 'meta.db'}"
+    store = MetaStore.open(uri)
+    store.create_changefeed(_new("old-1"))
+    with store.engine.begin() as conn:
+        conn.execute(text("ALTER TABLE changefeeds DROP COLUMN upstream"))
+        conn.execute(delete(schema_migrations).where(schema_migrations.c.version == 4))
+    store.close()
+    store = MetaStore.open(uri)
+    (cf,) = store.list_changefeeds()
+    assert cf.upstream is None
+    seen = {"server_uuid": None, "server_id": 7, "binlog": "/var/lib/mysql/mysql-bin", "address": "db:3306"}
+    assert store.update_changefeed(cf, upstream=seen).upstream == seen
     store.close()

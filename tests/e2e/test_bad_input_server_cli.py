@@ -255,7 +255,7 @@ CLI_CASES = [
             "--target-ts",
             "5",
         ),
-        ("--target-ts 5", "--start-ts 10"),
+        ("target-ts 5", "start-ts 10", "CDC:ErrTargetTsBeforeStartTs"),
     ),
     Case(
         "resume-ts-not-integer",

@@ -11,6 +11,7 @@ from typing import Any
 
 from sparkcdc.config.replica import ReplicaConfig
 from sparkcdc.errors import ConfigError
+from sparkcdc.pipeline.request import check_target_after_start
 from sparkcdc.server.render import add_client_args, client_of, emit
 from sparkcdc.server.service import validate_changefeed_id, validate_namespace
 
@@ -60,12 +61,7 @@ def cmd_create(args: argparse.Namespace) -> int:
     """Create a changefeed (or a subscription of one table with --subscriber/--database/--table)."""
     cf_id = args.changefeed_id or str(uuid.uuid4())
     validate_changefeed_id(cf_id)
-    if args.start_ts and args.target_ts and args.target_ts <= args.start_ts:
-        raise ConfigError(
-            f"--target-ts {args.target_ts} is not after --start-ts {args.start_ts}; "
-            "choose a later --target-ts (or none)",
-            code="CDC:ErrTargetTsBeforeStartTs",
-        )
+    check_target_after_start(args.start_ts or None, args.target_ts or None)  # as the server's create
     if (args.database is None) != (args.table is None):
         raise ConfigError("--database and --table go together: a subscription selects exactly one table")
     config = _read_config(args.config) if args.config else {}

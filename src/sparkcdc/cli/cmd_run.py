@@ -18,6 +18,7 @@ from sparkcdc.cli.logs import LOG_FORMATS
 from sparkcdc.config.replica import ReplicaConfig
 from sparkcdc.config.uri import scrub_secrets
 from sparkcdc.errors import ConfigError, UnclassifiedError, map_spark_error
+from sparkcdc.pipeline.request import check_target_after_start, commit_ts
 from sparkcdc.pipeline.restart import (
     DEFAULT_ERROR_STUCK_SECONDS,
     Fail,
@@ -145,9 +146,9 @@ def build_spec(args: argparse.Namespace) -> ChangefeedSpec:
             f"--{given[0].replace('_', '-')} and --{given[1].replace('_', '-')} cannot be used together; "
             "give one start point"
         )
-    for flag, value in (("--start-ts", args.start_ts), ("--target-ts", args.target_ts)):
-        if value is not None and not 0 <= value <= MAX_TS:
-            raise ConfigError(f"invalid {flag} {value}: must be from 0 to {MAX_TS}")
+    # 0 means none, as for the server's create (and TiCDC): a start now, no target
+    args.start_ts = commit_ts("--start-ts", args.start_ts)
+    args.target_ts = commit_ts("--target-ts", args.target_ts)
     if args.start_position is not None:
         file, sep, pos = args.start_position.rpartition(":")
         if not sep or not file or not pos.isdigit():
@@ -158,12 +159,7 @@ def build_spec(args: argparse.Namespace) -> ChangefeedSpec:
         from sparkcdc.capture.gtid import parse_start_gtid
 
         parse_start_gtid(args.start_gtid)  # a MariaDB position or a MySQL GTID set
-    if args.target_ts is not None and args.start_ts is not None and args.target_ts <= args.start_ts:
-        raise ConfigError(  # the server's create words it the same
-            f"the start-ts {args.start_ts} is larger than or equal to the target-ts {args.target_ts}; "
-            "choose a target-ts after the start-ts (or none)",
-            code="CDC:ErrTargetTsBeforeStartTs",
-        )
+    check_target_after_start(args.start_ts, args.target_ts)
     from sparkcdc.sink import create_sink
 
     create_sink(args.sink_uri, cfg, cid)  # validates the URI and sink options before Spark starts
@@ -184,9 +180,6 @@ def build_spec(args: argparse.Namespace) -> ChangefeedSpec:
         max_batch_bytes=args.max_batch_bytes,
     )
 
-
-MAX_TS = (1 << 64) - 1
-"""The largest ts (an unsigned 64-bit number, as in TiCDC)."""
 
 _INTERVAL = re.compile(
     r"^(?:interval\s+)?(?:\d+(?:\.\d+)?\s*(?:microseconds?|milliseconds?|seconds?|minutes?|hours?|days?)\s*)+$",
@@ -247,12 +240,7 @@ def check_resume(args: argparse.Namespace, spec: ChangefeedSpec, up: Any) -> Non
     given_start = args.start_ts is not None or args.start_position or args.start_gtid
     if args.target_ts is not None and checkpoint is None and not given_start:
         start_ts = upstream_current_ts(up)  # the start of a new changefeed without a start point: now
-        if args.target_ts <= start_ts:
-            raise ConfigError(  # the server's create words it the same
-                f"the target-ts {args.target_ts} is not after the start-ts {start_ts} (now, when --start-ts "
-                "is omitted); choose a later target-ts",
-                code="CDC:ErrTargetTsBeforeStartTs",
-            )
+        check_target_after_start(start_ts, args.target_ts, start_is_now=True)
     if args.start_ts is not None:
         check_start_ts(up, args.start_ts)
     if args.start_position and args.start_position.rpartition(":")[0] not in _binlog_files(up):

@@ -24,6 +24,7 @@ from sparkcdc.filter import TableFilter
 from sparkcdc.meta import ChangefeedInfo, ChangefeedState, MetaStore, NewChangefeed
 from sparkcdc.meta.migrations import subscribed_of
 from sparkcdc.model.ts import physical_ms
+from sparkcdc.pipeline.request import check_target_after_start, commit_ts
 from sparkcdc.pipeline.state import UpstreamIdentity, follow_upstream
 from sparkcdc.server.redact import redact_config, scrub
 
@@ -88,12 +89,11 @@ def _check_strings(body: dict[str, Any], keys: tuple[str, ...]) -> None:
 
 
 def _ts(body: dict[str, Any], key: str) -> int | None:
-    v = body.get(key)
-    if v is None or v == 0:
-        return None
-    if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-        raise invalid_param(f"invalid {key} {short_repr(v)}: expected a non-negative integer commit ts")
-    return v
+    """``pipeline.request.commit_ts`` of a body field, refused as a malformed parameter (400)."""
+    try:
+        return commit_ts(key, body.get(key))
+    except ConfigError as err:
+        raise invalid_param(err.message) from None
 
 
 def default_sink_validator(sink_uri: str, config: ReplicaConfig, changefeed_id: str) -> None:
@@ -206,12 +206,7 @@ class ChangefeedService:
         cf_id = body.get("changefeed_id") or str(uuid.uuid4())
         validate_changefeed_id(cf_id)
         start_ts, target_ts = _ts(body, "start_ts"), _ts(body, "target_ts")
-        if start_ts is not None and target_ts is not None and target_ts <= start_ts:
-            raise ConfigError(
-                f"the start-ts {start_ts} is larger than or equal to the target-ts {target_ts}; "
-                "choose a target-ts after the start-ts (or none)",
-                code="CDC:ErrTargetTsBeforeStartTs",
-            )
+        check_target_after_start(start_ts, target_ts)
         subscriber = body.get("subscriber_name")
         if subscriber is not None and (not isinstance(subscriber, str) or not subscriber.strip()):
             raise invalid_param(f"invalid subscriber_name {subscriber!r}: a non-empty name")
@@ -231,13 +226,9 @@ class ChangefeedService:
         # Like TiCDC, a changefeed without --start-ts starts "now": fixed here, so a restart
         # before the first checkpoint cannot skip what was committed meanwhile.
         captures = TableFilter.changefeed_filter(config.filter.rules, config.case_sensitive).match
+        given_start = start_ts
         start_ts = self._probe(upstream_uri, start_ts, captures)  # type: ignore[arg-type]
-        if target_ts is not None and target_ts <= start_ts:
-            raise ConfigError(
-                f"the target-ts {target_ts} is not after the start-ts {start_ts} (now, when --start-ts is omitted); "
-                "choose a later target-ts",
-                code="CDC:ErrTargetTsBeforeStartTs",
-            )
+        check_target_after_start(start_ts, target_ts, start_is_now=given_start is None)
         return self.store.create_changefeed(
             NewChangefeed(
                 id=cf_id,

@@ -117,7 +117,12 @@ def test_state_in_s3_survives_a_kill_and_a_lost_spark_checkpoint(
     # follows checkpoint.json (newer), and the old log is moved aside instead of replayed.
     shutil.rmtree(spark_root)
     shutil.copytree(host_a, spark_root)
-    Workload(mariadb, SCHEMA, rows=10).phase_inserts()
+    mariadb.execute(
+        *(
+            f"INSERT INTO {SCHEMA}.accounts (owner, balance) VALUES ('back on host a', {k}.25)"
+            for k in range(10)
+        )
+    )
     target3 = tso(mariadb.uri)
     run3 = CliProcess([*common, "--target-ts", str(target3)], tmp_path / "run3.log")
     try:

@@ -12,6 +12,7 @@ from typing import Any
 
 import fsspec
 
+from sparkcdc import failpoint
 from sparkcdc.model import RowChange, TableInfo
 from sparkcdc.pipeline.plan import ddls_of, offset_of
 from sparkcdc.pipeline.spark import map_in_arrow
@@ -396,6 +397,7 @@ class BatchWriter:
                 # The chain state is durable before the sink publishes a checkpoint derived from it.
                 self.before_resolved(BatchResult(batch_id, end_off.ts, end, 0, 0, 0.0))
             self.sink.commit(batch_id, [], end_off.ts)
+            failpoint.hit("after-sink-commit")
             done = time.monotonic()
             self.on_commit(
                 BatchResult(batch_id, end_off.ts, end, 0, len(ddls), done - t0, sink_seconds=done - t_sink)
@@ -406,6 +408,7 @@ class BatchWriter:
             res = self._write_segments(df, batch_id, end_off.ts, end)
         else:
             res = self._write_df(df, batch_id, end_off.ts, int(end.get("segments", 2)), self.replay)
+        failpoint.hit("after-sink-commit")
         self.on_commit(
             BatchResult(
                 batch_id,

@@ -129,10 +129,13 @@ class _NumpyProbe:
         self.inner = inner
 
     def can_convert(self, obj: Any) -> bool:
+        # NumPy may be half imported by another thread (changefeeds starting at once): its module is
+        # in sys.modules before its types are; no object can be a NumPy value before they exist.
         np = sys.modules.get("numpy")
-        return (
-            np is not None and isinstance(obj, (np.ndarray, np.generic)) and bool(self.inner.can_convert(obj))
-        )
+        array, scalar = getattr(np, "ndarray", None), getattr(np, "generic", None)
+        if array is None or scalar is None:
+            return False
+        return isinstance(obj, (array, scalar)) and bool(self.inner.can_convert(obj))
 
     def convert(self, obj: Any, gateway_client: Any) -> Any:
         return self.inner.convert(obj, gateway_client)

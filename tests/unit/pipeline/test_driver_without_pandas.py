@@ -44,3 +44,21 @@ def test_a_driver_runs_map_in_arrow_without_pandas_and_numpy_values_still_conver
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=240)
     assert out.returncode == 0, out.stderr[-4000:]
     assert out.stdout.splitlines() == ["[0, 2, 4, 6]", "False", "[3, 1, 2]", "7"], out.stderr[-4000:]
+
+
+def test_a_half_imported_numpy_answers_no_instead_of_failing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Changefeeds started at once: one thread imports NumPy while another's py4j call asks the probe.
+
+    The module is in ``sys.modules`` before its types exist; the probe must not touch them then
+    (it raised ``AttributeError: partially initialized module 'numpy' has no attribute 'ndarray'``).
+    """
+    import types
+
+    from sparkcdc.pipeline.spark import _NumpyProbe
+
+    class Inner:
+        def can_convert(self, obj: object) -> bool:
+            raise AssertionError("asked about a value that cannot be a NumPy one")
+
+    monkeypatch.setitem(sys.modules, "numpy", types.ModuleType("numpy"))  # half imported: no types yet
+    assert _NumpyProbe(Inner()).can_convert([1, 2]) is False

@@ -201,3 +201,40 @@ def test_keys_of_temporal_and_binary_types(fmt: str, tmp_path: Path) -> None:
     got = rows_of(read_table(sink, "shop_tk"), "k", "v")
     assert got == [(b"\x00", 3), (b"\x01", 4), (b"\xff", 2)]
     sink.close()
+
+
+@pytest.mark.parametrize("mode", ["changelog", "upsert"])
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_the_tag_is_checked_inside_the_commit_two_drivers_apply_a_batch_once(
+    fmt: str, mode: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Driver B read the table before driver A committed the same batch: B's commit fails (a passing
+    fault), and B's retry finds A's tag and applies nothing. The batch is in the table once.
+    Iceberg: pyiceberg asserts the snapshot B read is still current; Delta: delta-rs refuses a
+    commit whose application transaction id a commit since B's version carries."""
+    from sparkcdc.errors import SinkUnavailable
+
+    uri = f"{fmt}://{tmp_path}/wh?mode={mode}"
+    a, b = make_sink(uri), make_sink(uri)
+    run_batch(a, 0, [ins(10, row(1))], 10)
+    batch = [ins(11, row(2)), upd(12, row(1), row(1, "u"))]
+    fmt_b = b.applier.fmt
+    loader = "_load" if fmt == "iceberg" else "_table"
+    stale = getattr(fmt_b, loader)("shop_items")  # driver B loaded the table here
+    run_batch(a, 1, batch, 12)
+    with monkeypatch.context() as mp:
+        mp.setattr(type(fmt_b), loader, lambda self, name: stale)
+        mp.setattr(type(fmt_b), "checkpoint", lambda self, name, cf: None)  # B's early check saw nothing
+        with pytest.raises(SinkUnavailable, match="another driver committed"):
+            run_batch(b, 1, batch, 12)
+    run_batch(b, 1, batch, 12)  # the retry: A's tag is there
+    t = read_table(a)
+    if mode == "changelog":
+        assert rows_of(t, "_commit_ts", "_op", "id") == [(10, "I", 1), (11, "I", 2), (12, "U", 1)]
+    else:
+        assert rows_of(t, "id", "name") == [(1, "u1"), (2, "n2")]
+    if fmt == "iceberg":
+        stored = a.applier.fmt._load("shop_items").metadata.properties  # type: ignore[attr-defined]
+        assert "commit.retry.num-retries" not in stored, "the table's own properties were changed"
+    a.close()
+    b.close()

@@ -8,12 +8,15 @@ so DROP COLUMN, RENAME COLUMN and a widened type rewrite the table in one overwr
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from sparkcdc.errors import SinkError, SinkUnavailable
-from sparkcdc.sink.lakehouse.changes import DELETED, CommitTag, SchemaChange, TableFormat
+from sparkcdc.sink.lakehouse.changes import COMMIT_TS, DELETED, CommitTag, SchemaChange, TableFormat
 
 
 def _quote(name: str) -> str:
@@ -73,32 +76,49 @@ class DeltaFormat(TableFormat):
         v = self._table(table).transaction_version(f"sparkcdc:{changefeed_id}")
         return None if v is None else int(v)
 
+    def _unapplied(self, dt: Any, frame: pa.Table, tag: CommitTag) -> pa.Table | None:
+        """The frame's rows above the application transaction of ``dt`` (the table as loaded); None
+        when it holds the batch. The commit goes through ``dt`` with the same application id:
+        delta-rs refuses it when another commit since ``dt``'s version carries that id."""
+        v = dt.transaction_version(f"sparkcdc:{tag.changefeed_id}")
+        if v is None:
+            return frame
+        if int(v) >= tag.checkpoint_ts:
+            return None
+        if COMMIT_TS not in frame.column_names:
+            return frame  # an upsert frame: each key's last state, as new as the batch (idempotent)
+        return frame.filter(pc.greater(frame[COMMIT_TS], pa.scalar(int(v), pa.int64())))
+
     def upsert(self, table: str, keys: tuple[str, ...], frame: pa.Table, tag: CommitTag) -> None:
         """One MERGE: matched deleted keys are removed, the others updated or inserted."""
+        dt = self._table(table)
+        unapplied = self._unapplied(dt, frame, tag)
+        if unapplied is None or unapplied.num_rows == 0:
+            return
+        frame = unapplied
         cols = [n for n in frame.column_names if n != DELETED]
         on = " AND ".join(f"t.{_quote(k)} = s.{_quote(k)}" for k in keys)
         values = {_quote(c): f"s.{_quote(c)}" for c in cols}
         flag = f"s.{_quote(DELETED)}"
-        (
-            self._table(table)
-            .merge(frame, on, source_alias="s", target_alias="t", commit_properties=self._props(tag))
-            .when_matched_delete(predicate=flag)
-            .when_matched_update(values, predicate=f"NOT {flag}")
-            .when_not_matched_insert(values, predicate=f"NOT {flag}")
-            .execute()
-        )
+        with _raced(table):
+            (
+                dt.merge(frame, on, source_alias="s", target_alias="t", commit_properties=self._props(tag))
+                .when_matched_delete(predicate=flag)
+                .when_matched_update(values, predicate=f"NOT {flag}")
+                .when_not_matched_insert(values, predicate=f"NOT {flag}")
+                .execute()
+            )
 
     def append(self, table: str, frame: pa.Table, tag: CommitTag) -> None:
         """Append the frame in one commit."""
         from deltalake import write_deltalake
 
-        write_deltalake(
-            self._uri(table),
-            frame,
-            mode="append",
-            storage_options=self.storage_options,
-            commit_properties=self._props(tag),
-        )
+        dt = self._table(table)
+        unapplied = self._unapplied(dt, frame, tag)
+        if unapplied is None or unapplied.num_rows == 0:
+            return
+        with _raced(table):
+            write_deltalake(dt, unapplied, mode="append", commit_properties=self._props(tag))
 
     def truncate(self, table: str, tag: CommitTag) -> None:
         """Delete every row in one commit."""
@@ -129,3 +149,17 @@ class DeltaFormat(TableFormat):
             schema_mode="overwrite",
             storage_options=self.storage_options,
         )
+
+
+@contextlib.contextmanager
+def _raced(table: str) -> Iterator[None]:
+    """A commit that lost to another one on the same table: a passing fault (the retry sees its tag)."""
+    from deltalake.exceptions import CommitFailedError
+
+    try:
+        yield
+    except CommitFailedError as exc:
+        raise SinkUnavailable(
+            f"Delta table {table} changed while this batch was being applied (another driver committed): "
+            f"{exc}; the batch is applied again from the table's new state"
+        ) from exc

@@ -7,7 +7,9 @@ an append of the rows that are not deleted.
 
 from __future__ import annotations
 
+import contextlib
 import warnings
+from collections.abc import Iterator
 from typing import Any
 
 import pyarrow as pa
@@ -15,6 +17,7 @@ import pyarrow.compute as pc
 
 from sparkcdc.errors import SinkError, SinkUnavailable
 from sparkcdc.sink.lakehouse.changes import (
+    COMMIT_TS,
     DELETED,
     PROP_CHANGEFEED,
     PROP_CHECKPOINT,
@@ -122,16 +125,27 @@ class IcebergFormat(TableFormat):
 
     def checkpoint(self, table: str, changefeed_id: str) -> int | None:
         """The checkpoint-ts in the newest snapshot this changefeed committed."""
-        snapshots = sorted(
-            self._load(table).snapshots(),
-            key=lambda s: (s.sequence_number or 0, s.timestamp_ms),
-            reverse=True,
-        )
-        for snap in snapshots:
-            props = snap.summary.additional_properties if snap.summary is not None else {}
-            if props.get(PROP_CHANGEFEED) == changefeed_id and PROP_CHECKPOINT in props:
-                return int(props[PROP_CHECKPOINT])
-        return None
+        return _tag_of(self._load(table), changefeed_id)
+
+    @staticmethod
+    def _unapplied(t: Any, frame: pa.Table, tag: CommitTag) -> pa.Table | None:
+        """The frame's rows above the tag of the table as ``t`` was loaded; None when it holds the batch.
+
+        The commit that follows goes through the same ``t``: pyiceberg asserts the table's current
+        snapshot is still ``t``'s, so a commit of another driver in between fails this one (a
+        batch applied twice by two drivers, or an older batch after a newer one, cannot happen).
+        pyiceberg would retry such a commit on the new snapshot by itself (an append rebases
+        cleanly), past the tag it never read again: ``t`` commits without those retries.
+        """
+        _no_commit_retries(t)
+        last = _tag_of(t, tag.changefeed_id)
+        if last is None:
+            return frame
+        if last >= tag.checkpoint_ts:
+            return None
+        if COMMIT_TS not in frame.column_names:
+            return frame  # an upsert frame: each key's last state, as new as the batch (idempotent)
+        return frame.filter(pc.greater(frame[COMMIT_TS], pa.scalar(last, pa.int64())))
 
     def upsert(self, table: str, keys: tuple[str, ...], frame: pa.Table, tag: CommitTag) -> None:
         """Replace the rows in the frame's key range, in one transaction (an overwrite with a key filter).
@@ -142,11 +156,13 @@ class IcebergFormat(TableFormat):
         frame's live rows. pyiceberg's own delete by an ``In`` filter of every key binds the
         filter once per manifest and file, which costs seconds per 100,000 keys.
         """
-        if frame.num_rows == 0:
+        t = self._load(table)
+        unapplied = self._unapplied(t, frame, tag)
+        if unapplied is None or unapplied.num_rows == 0:
             return
+        frame = unapplied
         props = tag.properties()
         live = frame.filter(pc.invert(frame[DELETED])).drop_columns([DELETED])
-        t = self._load(table)
         key_range = _range_filter(frame, keys[0])
         current = t.scan(row_filter=key_range).to_arrow()
         if current.num_rows:
@@ -156,7 +172,7 @@ class IcebergFormat(TableFormat):
             rows = pa.concat_tables([conform(kept, current.schema), conform(live, current.schema)])
         else:
             rows = live
-        with t.transaction() as tx, warnings.catch_warnings():
+        with _raced(table), t.transaction() as tx, warnings.catch_warnings():
             # A range that holds no row yet deletes nothing, which pyiceberg warns about.
             warnings.simplefilter("ignore", UserWarning)
             if current.num_rows:
@@ -166,8 +182,11 @@ class IcebergFormat(TableFormat):
 
     def append(self, table: str, frame: pa.Table, tag: CommitTag) -> None:
         """Append the frame as one snapshot."""
-        if frame.num_rows:
-            self._load(table).append(frame, snapshot_properties=tag.properties())
+        t = self._load(table)
+        unapplied = self._unapplied(t, frame, tag)
+        if unapplied is not None and unapplied.num_rows:
+            with _raced(table):
+                t.append(unapplied, snapshot_properties=tag.properties())
 
     def truncate(self, table: str, tag: CommitTag) -> None:
         """Delete every row as one snapshot."""
@@ -207,3 +226,39 @@ class IcebergFormat(TableFormat):
             if engine is not None:
                 engine.dispose()
             self._catalog = None
+
+
+def _tag_of(t: Any, changefeed_id: str) -> int | None:
+    """The checkpoint-ts in the newest snapshot of ``t`` (a loaded table) this changefeed committed."""
+    snapshots = sorted(t.snapshots(), key=lambda s: (s.sequence_number or 0, s.timestamp_ms), reverse=True)
+    for snap in snapshots:
+        props = snap.summary.additional_properties if snap.summary is not None else {}
+        if props.get(PROP_CHANGEFEED) == changefeed_id and PROP_CHECKPOINT in props:
+            return int(props[PROP_CHECKPOINT])
+    return None
+
+
+@contextlib.contextmanager
+def _raced(table: str) -> Iterator[None]:
+    """A commit that lost to another one on the same table: a passing fault (the retry sees its tag)."""
+    from pyiceberg.exceptions import CommitFailedException
+
+    try:
+        yield
+    except CommitFailedException as exc:
+        raise SinkUnavailable(
+            f"Iceberg table {table} changed while this batch was being applied (another driver committed): "
+            f"{exc}; the batch is applied again from the table's new state"
+        ) from exc
+
+
+def _no_commit_retries(t: Any) -> None:
+    """Make commits through the loaded table ``t`` fail on a concurrent commit instead of rebasing.
+
+    Only this in-memory copy of the table's properties changes: a catalog commit applies its
+    updates to the metadata it holds, so the table's stored properties stay as they are.
+    """
+    from pyiceberg.table import TableProperties
+
+    props = {**t.metadata.properties, TableProperties.COMMIT_NUM_RETRIES: "0"}
+    t.metadata = t.metadata.model_copy(update={"properties": props})

@@ -41,7 +41,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--sink-uri", required=True, help="file:///dir?protocol=csv, s3://..., kafka://..., mysql://..."
     )
     p.add_argument("--config", help="changefeed TOML file ([filter], [sink], ...)")
-    p.add_argument("--start-ts", type=int, help="replicate every transaction with commit_ts > start-ts")
+    p.add_argument(
+        "--start-ts",
+        type=int,
+        help="replicate every transaction with commit_ts > start-ts (0 or none: from now)",
+    )
     p.add_argument("--start-position", help="start after this binlog transaction boundary, FILE:POS")
     p.add_argument(
         "--start-gtid",

@@ -182,6 +182,37 @@ def test_pause_stops_and_releases_then_resume_restarts_from_the_checkpoint(
     assert not stale.exists()  # a new claim never resumes from an older local Spark checkpoint
 
 
+def test_an_update_takes_effect_at_the_next_claim(store: MetaStore, tmp_path: Path) -> None:
+    """The claim after ``update`` starts with the new upstream URI, sink and config, from the
+    checkpoint, and hands the pipeline the upstream identity the meta database records."""
+    runner = FakeRunner()
+    seen = {"server_uuid": None, "server_id": 1, "binlog": "/var/lib/mysql/mysql-bin", "address": "db:3306"}
+    create(store, upstream=seen)
+    s = make(store, runner, tmp_path)
+    settle(s)
+    runner.handles[0].report(Prog(checkpoint_ts=800, resolved_ts=800))
+    settle(s, 1)
+    store.update_changefeed(store.get_changefeed("cf-1"), state=ChangefeedState.STOPPED)
+    settle(s)
+    moved = {**seen, "address": "db-new:3306"}
+    store.update_changefeed(
+        store.get_changefeed("cf-1"),
+        upstream_uri="mysql://root:topsecret@db-new:3306/",
+        upstream=moved,
+        sink_uri="file:///tmp/elsewhere?protocol=canal-json",
+        config={"filter": {"rules": ["app.orders"]}},
+    )
+    store.update_changefeed(store.get_changefeed("cf-1"), state=ChangefeedState.NORMAL)
+    settle(s)
+    spec = runner.handles[1].spec
+    assert (spec.upstream_uri, spec.sink_uri) == (
+        "mysql://root:topsecret@db-new:3306/",
+        "file:///tmp/elsewhere?protocol=canal-json",
+    )
+    assert spec.config.filter.rules == ["app.orders"] and spec.start_ts == 800
+    assert spec.upstream_identity == moved
+
+
 def test_a_new_claim_resumes_after_the_last_committed_batch_offset(store: MetaStore, tmp_path: Path) -> None:
     runner = FakeRunner()
     create(store)

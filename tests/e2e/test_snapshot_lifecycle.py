@@ -20,7 +20,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import psutil
 import pytest
 
 from sparkcdc.meta import MetaStore
@@ -72,19 +71,6 @@ def _ranges(meta: str) -> list[RangeState]:
         return range_states(store.get_range_progress(CF))
     finally:
         store.close()
-
-
-def _kill_tree(server: ServerProc) -> None:
-    """kill -9 the server and every process it started (Spark's Python workers have their own group)."""
-    assert server.proc is not None
-    tree = psutil.Process(server.proc.pid).children(recursive=True)
-    server.kill9()
-    for p in tree:
-        try:
-            p.kill()
-        except psutil.NoSuchProcess:
-            pass
-    psutil.wait_procs(tree, timeout=30)
 
 
 def _insert_and_see(up: LocalMariaDB, root: Path, first: int, n: int, servers: dict[str, ServerProc]) -> None:
@@ -152,7 +138,7 @@ def test_initial_snapshot_is_copied_once_across_crash_pauses_and_failover(
         assert len(big) > 1 and sum(r.rows_copied for r in big.values()) == ROWS
         assert not _ids(out), "snapshot rows reached the sink before the snapshot finished"
         # 2. A crash of the server, and a restart: the new claim continues the snapshot.
-        _kill_tree(servers["a"])
+        servers["a"].kill_tree()
         servers["a"] = ServerProc(meta, tmp_path, lease=LEASE, name="a", data_dir=data).start()
     finally:
         with gate.cursor() as cur:

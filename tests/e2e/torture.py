@@ -332,19 +332,6 @@ def _cmdline(p: psutil.Process) -> list[str]:
         return []
 
 
-def _kill_tree(server: ServerProc) -> None:
-    """kill -9 the server and everything it started (Spark's Python workers have groups of their own)."""
-    assert server.proc is not None
-    tree = psutil.Process(server.proc.pid).children(recursive=True)
-    server.kill9()
-    for p in tree:
-        try:
-            p.kill()
-        except psutil.Error:
-            pass
-    psutil.wait_procs(tree, timeout=30)
-
-
 def run_torture(
     upstream: LocalMariaDB,
     workdir: Path,
@@ -525,7 +512,7 @@ def _fault(
         live = next(s for s in servers.values() if s.proc is not None)
         owner_id = status_of(live, cf)["owner"]
         name = next(n for n, s in servers.items() if s.proc is not None and _server_id(s) == owner_id)
-        _kill_tree(servers[name])
+        servers[name].kill_tree()
         servers[name] = ServerProc(meta, workdir, lease=lease, name=name).start()
         report.faults.append(f"owner:{name} (owner of {cf})")
     elif kind == "worker":
@@ -543,7 +530,7 @@ def _fault(
         report.faults.append(f"worker:{name} (pid {victim.pid})")
     else:
         name = rnd.choice(sorted(servers))
-        _kill_tree(servers[name])
+        servers[name].kill_tree()
         armed = ServerProc(
             meta,
             workdir,
@@ -557,7 +544,7 @@ def _fault(
         while armed.proc is not None and armed.proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.5)  # polling a process we started; the deadline bounds it
         if armed.proc is not None and armed.proc.poll() is None:
-            _kill_tree(armed)
+            armed.kill_tree()
             report.missed.append(f"failpoint:{name} (no publish killed it in 120s)")
         else:
             armed.proc = None  # gone, with what it started (the failpoint kills its tree)

@@ -162,6 +162,20 @@ class ServerProc:
             self.proc.wait(30)
             self.proc = None
 
+    def kill_tree(self) -> None:
+        """kill -9 the server and every process it started (Spark's Python workers have their own group)."""
+        import psutil
+
+        assert self.proc is not None
+        tree = psutil.Process(self.proc.pid).children(recursive=True)
+        self.kill9()
+        for p in tree:
+            try:
+                p.kill()
+            except psutil.Error:
+                pass
+        psutil.wait_procs(tree, timeout=30)
+
 
 def status_of(server: ServerProc, cf_id: str) -> dict[str, Any]:
     """GET /changefeeds/{id}/status."""

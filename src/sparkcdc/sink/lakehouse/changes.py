@@ -18,16 +18,18 @@ so a change replayed after a crash is applied once. DDLs become schema changes b
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 from abc import ABC, abstractmethod
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from sparkcdc.errors import SinkError
+from sparkcdc.errors import SinkError, SinkUnavailable
 from sparkcdc.model import DDLEvent, DDLType, RowChange, TableInfo
 from sparkcdc.sink.lakehouse.types import arrow_fields, column_arrays, normal_type, widens
 
@@ -261,6 +263,19 @@ class CommitTag:
     def properties(self) -> dict[str, str]:
         """The tag as string properties (Iceberg snapshot summary)."""
         return {PROP_CHANGEFEED: self.changefeed_id, PROP_CHECKPOINT: str(self.checkpoint_ts)}
+
+
+@contextlib.contextmanager
+def lost_race(fmt: str, table: str, conflict: type[BaseException]) -> Iterator[None]:
+    """A commit that lost to another on the same table (``conflict``, the format's error for it) is a
+    passing fault: the batch is retried and then sees the other driver's tag."""
+    try:
+        yield
+    except conflict as exc:
+        raise SinkUnavailable(
+            f"{fmt} table {table} changed while this batch was being applied (another driver committed): "
+            f"{exc}; the batch is applied again from the table's new state"
+        ) from exc
 
 
 def table_name(template: str, schema: str, table: str) -> str:

@@ -8,15 +8,20 @@ so DROP COLUMN, RENAME COLUMN and a widened type rewrite the table in one overwr
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from sparkcdc.errors import SinkError, SinkUnavailable
-from sparkcdc.sink.lakehouse.changes import COMMIT_TS, DELETED, CommitTag, SchemaChange, TableFormat
+from sparkcdc.sink.lakehouse.changes import (
+    COMMIT_TS,
+    DELETED,
+    CommitTag,
+    SchemaChange,
+    TableFormat,
+    lost_race,
+)
 
 
 def _quote(name: str) -> str:
@@ -151,15 +156,8 @@ class DeltaFormat(TableFormat):
         )
 
 
-@contextlib.contextmanager
-def _raced(table: str) -> Iterator[None]:
-    """A commit that lost to another one on the same table: a passing fault (the retry sees its tag)."""
+def _raced(table: str) -> Any:
+    """``changes.lost_race`` with Delta's commit conflict."""
     from deltalake.exceptions import CommitFailedError
 
-    try:
-        yield
-    except CommitFailedError as exc:
-        raise SinkUnavailable(
-            f"Delta table {table} changed while this batch was being applied (another driver committed): "
-            f"{exc}; the batch is applied again from the table's new state"
-        ) from exc
+    return lost_race("Delta", table, CommitFailedError)

@@ -7,9 +7,7 @@ an append of the rows that are not deleted.
 
 from __future__ import annotations
 
-import contextlib
 import warnings
-from collections.abc import Iterator
 from typing import Any
 
 import pyarrow as pa
@@ -25,6 +23,7 @@ from sparkcdc.sink.lakehouse.changes import (
     SchemaChange,
     TableFormat,
     conform,
+    lost_race,
 )
 
 
@@ -238,20 +237,6 @@ def _tag_of(t: Any, changefeed_id: str) -> int | None:
     return None
 
 
-@contextlib.contextmanager
-def _raced(table: str) -> Iterator[None]:
-    """A commit that lost to another one on the same table: a passing fault (the retry sees its tag)."""
-    from pyiceberg.exceptions import CommitFailedException
-
-    try:
-        yield
-    except CommitFailedException as exc:
-        raise SinkUnavailable(
-            f"Iceberg table {table} changed while this batch was being applied (another driver committed): "
-            f"{exc}; the batch is applied again from the table's new state"
-        ) from exc
-
-
 def _no_commit_retries(t: Any) -> None:
     """Make commits through the loaded table ``t`` fail on a concurrent commit instead of rebasing.
 
@@ -262,3 +247,10 @@ def _no_commit_retries(t: Any) -> None:
 
     props = {**t.metadata.properties, TableProperties.COMMIT_NUM_RETRIES: "0"}
     t.metadata = t.metadata.model_copy(update={"properties": props})
+
+
+def _raced(table: str) -> Any:
+    """``changes.lost_race`` with Iceberg's commit conflict."""
+    from pyiceberg.exceptions import CommitFailedException
+
+    return lost_race("Iceberg", table, CommitFailedException)

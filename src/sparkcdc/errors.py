@@ -17,7 +17,8 @@ The marker is one line of ASCII JSON (any message text survives: quotes,
 newlines, regex characters) and appears only in tracebacks: ``str(err)`` and
 ``err.message`` stay the human text. ``map_spark_error`` is the one place that
 reads it back. A failure without a marker is an ``UnclassifiedError``: retried
-``MAX_UNCLASSIFIED_RETRIES`` times, then permanent (``retry_verdict``).
+``MAX_UNCLASSIFIED_RETRIES`` times, then permanent (``retry_verdict``); one where Spark says it
+lost a process of its own (``SPARK_PASSING_FAULTS``) is a passing fault, ``SparkWorkerLost``.
 """
 
 from __future__ import annotations
@@ -108,6 +109,13 @@ class UnclassifiedError(TransientError):
     """
 
     code = "CDC:ErrUnknown"
+
+
+class SparkWorkerLost(TransientError):
+    """Spark lost a process of its own (a Python worker that died or did not start in time, an
+    executor): a passing fault of the host, retried like any other (``SPARK_PASSING_FAULTS``)."""
+
+    code = "CDC:ErrSparkWorkerLost"
 
 
 class ConfigError(PermanentError):
@@ -274,6 +282,18 @@ def _summary(exc: BaseException, text: str) -> str:
     return f"{type(exc).__name__}: {first}"[:500]
 
 
+SPARK_PASSING_FAULTS: tuple[tuple[str, str], ...] = (
+    ("Python worker failed to connect back", "a Spark Python worker did not start in time"),
+    ("Can not open socket", "a Spark Python worker could not reach its JVM in time"),
+    ("Python worker exited unexpectedly", "a Spark Python worker died"),
+    ("ExecutorLostFailure", "Spark lost an executor"),
+)
+"""Failures Spark reports for processes of its own, without a sparkcdc error in them: the only
+texts ``map_spark_error`` reads besides the marker. An overloaded host (a worker that starts after
+Spark's connect-back timeout) or a killed worker are passing faults, retried until
+``--error-stuck-seconds``, not unrecognised errors that fail a changefeed after five tries."""
+
+
 def map_spark_error(exc: BaseException) -> SparkCdcError:
     """The sparkcdc error that ``exc`` is or carries; an ``UnclassifiedError`` when it carries none.
 
@@ -284,7 +304,8 @@ def map_spark_error(exc: BaseException) -> SparkCdcError:
     another (``raise SinkError(...) from exc`` on the driver after a task failed) comes after the
     one it handled, and the JVM's wrappers only repeat the same traceback. A Python chain line
     after the last marker means a later exception that is not a sparkcdc error ended it: that
-    failure is unclassified. Nothing else in the text is read: no message, no class name.
+    failure is unclassified, unless Spark says it lost a process of its own
+    (``SPARK_PASSING_FAULTS``, a ``SparkWorkerLost``). Nothing else in the text is read.
     """
     if isinstance(exc, SparkCdcError):
         return exc
@@ -298,6 +319,9 @@ def map_spark_error(exc: BaseException) -> SparkCdcError:
             payload = None
         if isinstance(payload, dict):
             return _rebuild(payload)
+    for needle, what in SPARK_PASSING_FAULTS:
+        if needle in text:
+            return SparkWorkerLost(f"{what}: {_summary(exc, text)}")
     return UnclassifiedError(_summary(exc, text))
 
 

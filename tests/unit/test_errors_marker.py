@@ -160,7 +160,9 @@ def test_a_failure_without_a_traceback_shows_its_first_line() -> None:
     back = map_spark_error(RuntimeError("py4j went away\ndetails"))
     assert type(back) is UnclassifiedError and back.message == "RuntimeError: py4j went away"
     jvm = Wrapped("Job aborted due to stage failure: ExecutorLostFailure (executor 1 exited)\n\tat org...")
-    assert map_spark_error(jvm).message.startswith("Wrapped: Job aborted due to stage failure")
+    assert map_spark_error(jvm).message == (
+        "Spark lost an executor: Wrapped: Job aborted due to stage failure: ExecutorLostFailure (executor 1 exited)"
+    )
 
 
 def test_free_text_that_looks_like_an_error_is_not_read() -> None:
@@ -190,3 +192,29 @@ def test_a_class_this_process_does_not_know_keeps_its_code_and_flag() -> None:
 def test_a_sparkcdc_error_is_returned_as_it_is() -> None:
     err = SinkError("refused")
     assert map_spark_error(err) is err
+
+
+@pytest.mark.parametrize(
+    "jvm_text",
+    [
+        "org.apache.spark.SparkException: Python worker failed to connect back.\n\tat org.apache.spark...",
+        "pyspark.errors.exceptions.base.PySparkRuntimeError: [CANNOT_OPEN_SOCKET] Can not open socket: "
+        "[\"tried to connect to ('127.0.0.1', 45897), but an error occurred: timed out\"].",
+        "org.apache.spark.SparkException: Python worker exited unexpectedly (crashed)",
+        "ExecutorLostFailure (executor 1 exited caused by one of the running tasks) Reason: Remote RPC client "
+        "disassociated.",
+    ],
+)
+def test_spark_losing_a_process_of_its_own_is_a_passing_fault(jvm_text: str) -> None:
+    """An overloaded host or a killed worker: retried until --error-stuck-seconds, not failed after five."""
+    from sparkcdc.errors import SparkWorkerLost
+
+    err = map_spark_error(RuntimeError(f"StreamingQueryException: Job aborted.\n{jvm_text}"))
+    assert isinstance(err, SparkWorkerLost) and err.transient and err.code == "CDC:ErrSparkWorkerLost"
+    assert not isinstance(err, UnclassifiedError)
+
+
+def test_a_sparkcdc_error_wins_over_the_worker_texts_around_it() -> None:
+    text = "Python worker exited unexpectedly\n" + printed(SinkError("bad batch"))
+    err = map_spark_error(RuntimeError(text))
+    assert isinstance(err, SinkError) and err.message == "bad batch"

@@ -121,6 +121,23 @@ def test_a_plain_error_in_a_task_is_unclassified(spark: Any) -> None:
     assert type(back) is UnclassifiedError and back.message == "KeyError: 'k'"
 
 
+def _die(_rows: Any) -> Any:
+    import os
+
+    os._exit(3)  # the Python worker dies as a killed or crashed one does
+    yield  # pragma: no cover
+
+
+def test_a_python_worker_that_dies_is_a_passing_fault(spark: Any) -> None:
+    """Spark's own report of a lost worker carries no sparkcdc error: it is recognised as a passing
+    fault (retried until --error-stuck-seconds), not an unrecognised error failed after five tries."""
+    from sparkcdc.errors import SparkWorkerLost
+
+    back = failure_of(spark.sparkContext.parallelize([1], 1).mapPartitions(_die).collect)
+    assert type(back) is SparkWorkerLost and back.transient and back.code == "CDC:ErrSparkWorkerLost"
+    assert back.message.startswith("a Spark Python worker died: ")
+
+
 def _streaming_source(spark: Any) -> None:
     """A streaming source ``errsrc`` whose ``read`` raises what its ``fail`` option names."""
     from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition

@@ -225,19 +225,24 @@ class _Sampler(threading.Thread):
     def run(self) -> None:
         store = MetaStore.open(self.meta, apply_migrations=False)
         try:
-            while not self.halt.wait(0.5):
-                for cf in store.list_changefeeds():
-                    self._see(f"meta checkpoint of {cf.id}", cf.checkpoint_ts)
-                try:
-                    self._see(
-                        "storage metadata",
-                        int(json.loads((self.storage / "metadata").read_bytes())["checkpoint-ts"]),
-                    )
-                except (OSError, ValueError, KeyError):
-                    pass
+            while not self.halt.wait(0.5) and self._sample(store):
                 self.samples += 1
         finally:
             store.close()
+
+    def _sample(self, store: MetaStore) -> bool:
+        """One round of readings; False once the meta database is gone (the scenario is over)."""
+        try:
+            for cf in store.list_changefeeds():
+                self._see(f"meta checkpoint of {cf.id}", cf.checkpoint_ts)
+        except Exception:  # the scenario tears the database down, or failed before it stopped us
+            return False
+        try:
+            metadata = json.loads((self.storage / "metadata").read_bytes())
+            self._see("storage metadata", int(metadata["checkpoint-ts"]))
+        except (OSError, ValueError, KeyError):
+            pass  # not written yet, or being replaced
+        return True
 
 
 def _kafka_watermarks(bootstrap: str, topic: str) -> dict[int, list[int]]:
@@ -354,116 +359,122 @@ def run_torture(
     ):
         receiver = Receiver()
         receiver.start()
-        meta = pg.create_database("torture_meta")
-        storage = workdir / "storage"
-        warehouse = workdir / "warehouse"
-        servers = {n: ServerProc(meta, workdir, lease=lease, name=n).start() for n in ("a", "b")}
-
-        def logs() -> str:
-            return "\n".join(f"--- {n}\n{s.log()[-4000:]}" for n, s in servers.items())
-
-        sampler = _Sampler(meta, storage)
-        loads: list[_Load] = []
+        servers: dict[str, ServerProc] = {}
         try:
-            both = {"filter": {"rules": [f"{SCHEMA}.*"]}}
-            bodies = {
-                "t-storage": (
-                    f"file://{storage}?protocol=csv",
-                    {
-                        "filter": {"rules": [f"{SCHEMA}.*", f"{SNAP_SCHEMA}.*"]},
-                        "snapshot": {"mode": "initial", "chunk-size": 2000},
-                    },
-                ),
-                "t-kafka": (
-                    tansu.sink_uri(
-                        "torture", "protocol=canal-json&enable-tidb-extension=true&partition-num=3"
-                    ),
-                    both,
-                ),
-                "t-mysql": (f"mysql://root:@127.0.0.1:{down_mysql.port}/?worker-count=4", both),
-                "t-http": (f"{receiver.url}/cdc?enable-tidb-extension=true", both),
-                "t-iceberg": (f"iceberg://{warehouse}?mode=changelog", both),
-            }
-            with servers["a"].client() as c:
-                for cf, (sink, cfg) in bodies.items():
-                    c.create_changefeed(
-                        {
-                            "changefeed_id": cf,
-                            "upstream_uri": upstream.uri,
-                            "sink_uri": sink,
-                            "replica_config": cfg,
-                        }
-                    )
-            _create_tables(upstream)
-            sampler.start()
+            meta = pg.create_database("torture_meta")
+            storage = workdir / "storage"
+            warehouse = workdir / "warehouse"
+            for n in ("a", "b"):
+                servers[n] = ServerProc(meta, workdir, lease=lease, name=n).start()
 
-            def running(since: dict[str, int] | None = None) -> dict[str, int] | None:
-                """Every changefeed normal and owned by a live server (and past ``since``)."""
-                alive = {n for n, s in servers.items() if s.proc is not None and s.proc.poll() is None}
-                live = next(iter(alive), None)
-                if live is None:
-                    return None
-                out = {}
-                for cf in CHANGEFEEDS:
-                    st = status_of(servers[live], cf)
-                    if st["state"] != "normal" or not st.get("owner"):
-                        return None
-                    if since is not None and st["checkpoint_ts"] <= since.get(cf, 0):
-                        return None
-                    out[cf] = st["checkpoint_ts"]
-                return out
+            def logs() -> str:
+                return "\n".join(f"--- {n}\n{s.log()[-4000:]}" for n, s in servers.items())
 
-            wait_until(
-                lambda: running(), timeout=300, interval=1.0, what="every changefeed running", on_timeout=logs
-            )
-            store = MetaStore.open(meta, apply_migrations=False)
+            sampler = _Sampler(meta, storage)
+            loads: list[_Load] = []
             try:
-                wait_until(
-                    lambda: store.snapshot_report(
-                        "t-storage", "default", store.get_changefeed("t-storage").uid
+                both = {"filter": {"rules": [f"{SCHEMA}.*"]}}
+                bodies = {
+                    "t-storage": (
+                        f"file://{storage}?protocol=csv",
+                        {
+                            "filter": {"rules": [f"{SCHEMA}.*", f"{SNAP_SCHEMA}.*"]},
+                            "snapshot": {"mode": "initial", "chunk-size": 2000},
+                        },
                     ),
-                    timeout=300,
-                    interval=1.0,
-                    what="the initial snapshot",
-                    on_timeout=logs,
-                )
-                snap_ranges = {r.range_id: r for r in range_states(store.get_range_progress("t-storage"))}
-            finally:
-                store.close()
+                    "t-kafka": (
+                        tansu.sink_uri(
+                            "torture", "protocol=canal-json&enable-tidb-extension=true&partition-num=3"
+                        ),
+                        both,
+                    ),
+                    "t-mysql": (f"mysql://root:@127.0.0.1:{down_mysql.port}/?worker-count=4", both),
+                    "t-http": (f"{receiver.url}/cdc?enable-tidb-extension=true", both),
+                    "t-iceberg": (f"iceberg://{warehouse}?mode=changelog", both),
+                }
+                with servers["a"].client() as c:
+                    for cf, (sink, cfg) in bodies.items():
+                        c.create_changefeed(
+                            {
+                                "changefeed_id": cf,
+                                "upstream_uri": upstream.uri,
+                                "sink_uri": sink,
+                                "replica_config": cfg,
+                            }
+                        )
+                _create_tables(upstream)
+                sampler.start()
 
-            loads = [
-                _Load(upstream, "mixed-1", _mixed, seed),
-                _Load(upstream, "mixed-2", _mixed, seed + 1),
-                _Load(upstream, "old-header", _old_header, seed + 2),
-                _Load(upstream, "lock-wait", _lock_wait(upstream), seed + 3),
-            ]
-            for load in loads:
-                load.start()
-            started = time.monotonic()
-            kinds = [FAULTS[i % len(FAULTS)] for i in range(faults)]
-            rnd.shuffle(kinds)
-            for i, kind in enumerate(kinds):
-                # Faults spread over the run; each waits until every changefeed runs and moved again.
-                at = started + seconds * (i + 1) / (faults + 1)
-                time.sleep(max(0.0, at - time.monotonic()))
-                before = running()
+                def running(since: dict[str, int] | None = None) -> dict[str, int] | None:
+                    """Every changefeed normal and owned by a live server (and past ``since``)."""
+                    alive = {n for n, s in servers.items() if s.proc is not None and s.proc.poll() is None}
+                    live = next(iter(alive), None)
+                    if live is None:
+                        return None
+                    out = {}
+                    for cf in CHANGEFEEDS:
+                        st = status_of(servers[live], cf)
+                        if st["state"] != "normal" or not st.get("owner"):
+                            return None
+                        if since is not None and st["checkpoint_ts"] <= since.get(cf, 0):
+                            return None
+                        out[cf] = st["checkpoint_ts"]
+                    return out
+
                 wait_until(
-                    lambda b=before: running(b) if b else running(),
+                    lambda: running(),
                     timeout=300,
                     interval=1.0,
-                    what=f"every changefeed running before fault {i + 1}",
+                    what="every changefeed running",
                     on_timeout=logs,
                 )
-                _fault(kind, servers, rnd, report, meta, workdir, lease, logs)
-            time.sleep(max(0.0, started + seconds - time.monotonic()))
-        finally:
-            counts: Counter[str] = Counter()
-            for load in loads:
-                counts += load.stop()
-        report.transactions = counts["transactions"]
-        report.old_headers = counts["old_headers"]
-        report.lock_waits = counts["lock_waits"]
-        try:
+                store = MetaStore.open(meta, apply_migrations=False)
+                try:
+                    wait_until(
+                        lambda: store.snapshot_report(
+                            "t-storage", "default", store.get_changefeed("t-storage").uid
+                        ),
+                        timeout=300,
+                        interval=1.0,
+                        what="the initial snapshot",
+                        on_timeout=logs,
+                    )
+                    snap_ranges = {r.range_id: r for r in range_states(store.get_range_progress("t-storage"))}
+                finally:
+                    store.close()
+
+                loads = [
+                    _Load(upstream, "mixed-1", _mixed, seed),
+                    _Load(upstream, "mixed-2", _mixed, seed + 1),
+                    _Load(upstream, "old-header", _old_header, seed + 2),
+                    _Load(upstream, "lock-wait", _lock_wait(upstream), seed + 3),
+                ]
+                for load in loads:
+                    load.start()
+                started = time.monotonic()
+                kinds = [FAULTS[i % len(FAULTS)] for i in range(faults)]
+                rnd.shuffle(kinds)
+                for i, kind in enumerate(kinds):
+                    # Faults spread over the run; each waits until every changefeed runs and moved again.
+                    at = started + seconds * (i + 1) / (faults + 1)
+                    time.sleep(max(0.0, at - time.monotonic()))
+                    before = running()
+                    wait_until(
+                        lambda b=before: running(b) if b else running(),
+                        timeout=300,
+                        interval=1.0,
+                        what=f"every changefeed running before fault {i + 1}",
+                        on_timeout=logs,
+                    )
+                    _fault(kind, servers, rnd, report, meta, workdir, lease, logs)
+                time.sleep(max(0.0, started + seconds - time.monotonic()))
+            finally:
+                counts: Counter[str] = Counter()
+                for load in loads:
+                    counts += load.stop()
+            report.transactions = counts["transactions"]
+            report.old_headers = counts["old_headers"]
+            report.lock_waits = counts["lock_waits"]
             end = tso(upstream.uri)
             wait_until(
                 lambda: (cps := running()) is not None and min(cps.values()) >= end and cps,
@@ -490,7 +501,6 @@ def run_torture(
                 snap_ranges,
             )
         finally:
-            sampler.halt.set()
             for s in servers.values():
                 s.stop()
             receiver.stop()

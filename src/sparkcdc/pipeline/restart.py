@@ -118,7 +118,8 @@ class RestartPolicy:
         if stuck >= self.error_stuck_seconds:
             return Fail(
                 PermanentError(
-                    f"errors for {stuck:.0f}s without progress; last: {err.message}", code=err.code
+                    f"errors for {stuck:.0f}s without progress (--error-stuck-seconds); last: {err.message}",
+                    code=err.code,
                 ),
                 err,
                 stuck_seconds=stuck,

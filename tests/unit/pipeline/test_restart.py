@@ -67,7 +67,7 @@ def test_errors_without_progress_for_the_stuck_limit_fail_with_the_last_one() ->
     d = policy.failed(TransientError("still down", code="CDC:ErrUpstreamUnavailable"))
     assert isinstance(d, Fail) and d.stuck_seconds == 60
     assert d.error.code == "CDC:ErrUpstreamUnavailable"
-    assert d.error.message == "errors for 60s without progress; last: still down"
+    assert d.error.message == "errors for 60s without progress (--error-stuck-seconds); last: still down"
 
 
 def test_progress_forgets_the_failures_before_it() -> None:

@@ -414,6 +414,8 @@ def run_torture(
                     out = {}
                     for cf in CHANGEFEEDS:
                         st = status_of(servers[live], cf)
+                        if st["state"] == "failed":  # nothing brings it back: say why at once
+                            raise AssertionError(f"changefeed {cf} failed: {st.get('error')}\n{logs()}")
                         if st["state"] != "normal" or not st.get("owner"):
                             return None
                         if since is not None and st["checkpoint_ts"] <= since.get(cf, 0):

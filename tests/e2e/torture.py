@@ -337,6 +337,16 @@ def _cmdline(p: psutil.Process) -> list[str]:
         return []
 
 
+def _wait(probe: Callable[[], Any], timeout: float, what: str, logs: Callable[[], str]) -> Any:
+    """``probe`` until truthy, once a second; its exceptions end the wait (a changefeed that failed)."""
+    deadline = time.monotonic() + timeout
+    while not (got := probe()):
+        if time.monotonic() >= deadline:
+            raise TimeoutError(f"{what} not ready after {timeout:.0f}s\n{logs()}")
+        time.sleep(1.0)  # the polling period; the deadline bounds the wait
+    return got
+
+
 def run_torture(
     upstream: LocalMariaDB,
     workdir: Path,
@@ -413,7 +423,10 @@ def run_torture(
                         return None
                     out = {}
                     for cf in CHANGEFEEDS:
-                        st = status_of(servers[live], cf)
+                        try:
+                            st = status_of(servers[live], cf)
+                        except Exception:  # the server is going down or coming up: ask again
+                            return None
                         if st["state"] == "failed":  # nothing brings it back: say why at once
                             raise AssertionError(f"changefeed {cf} failed: {st.get('error')}\n{logs()}")
                         if st["state"] != "normal" or not st.get("owner"):
@@ -423,13 +436,7 @@ def run_torture(
                         out[cf] = st["checkpoint_ts"]
                     return out
 
-                wait_until(
-                    lambda: running(),
-                    timeout=300,
-                    interval=1.0,
-                    what="every changefeed running",
-                    on_timeout=logs,
-                )
+                _wait(lambda: running(), 300, "every changefeed running", logs)
                 store = MetaStore.open(meta, apply_migrations=False)
                 try:
                     wait_until(
@@ -461,12 +468,11 @@ def run_torture(
                     at = started + seconds * (i + 1) / (faults + 1)
                     time.sleep(max(0.0, at - time.monotonic()))
                     before = running()
-                    wait_until(
+                    _wait(
                         lambda b=before: running(b) if b else running(),
-                        timeout=300,
-                        interval=1.0,
-                        what=f"every changefeed running before fault {i + 1}",
-                        on_timeout=logs,
+                        300,
+                        f"every changefeed running before fault {i + 1}",
+                        logs,
                     )
                     _fault(kind, servers, rnd, report, meta, workdir, lease, logs)
                 time.sleep(max(0.0, started + seconds - time.monotonic()))
@@ -478,12 +484,11 @@ def run_torture(
             report.old_headers = counts["old_headers"]
             report.lock_waits = counts["lock_waits"]
             end = tso(upstream.uri)
-            wait_until(
+            _wait(
                 lambda: (cps := running()) is not None and min(cps.values()) >= end and cps,
-                timeout=600,
-                interval=1.0,
-                what="every changefeed past the end of the workload",
-                on_timeout=logs,
+                600,
+                "every changefeed past the end of the workload",
+                logs,
             )
             sampler.halt.set()
             sampler.join(30)

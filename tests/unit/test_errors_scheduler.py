@@ -43,7 +43,11 @@ class Runner:
         self.handles: list[Handle] = []
 
     def start(
-        self, spec: ChangefeedSpec, on_progress: Callable[[Any], None], on_resolved: object = None
+        self,
+        spec: ChangefeedSpec,
+        on_progress: Callable[[Any], None],
+        on_resolved: object = None,
+        on_planned: object = None,
     ) -> Handle:
         self.starts += 1
         if self.fail is not None:

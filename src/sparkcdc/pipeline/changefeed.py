@@ -122,6 +122,8 @@ class RunningChangefeed:
         self.on_resolved: Callable[[int, dict[str, Any]], None] | None = None
         """Also records a raised chain state (checkpoint_ts, end offset) where the next owner of the
         changefeed starts (the server's meta database), before the sink publishes it."""
+        self.on_planned: Callable[[dict[str, Any]], None] | None = None
+        """Also records a batch about to be written (``save_planned``) where the next owner starts."""
         self._load_checkpoint()
         self.run_start: Offset = self.last_end
         """Where this run's query starts reading: the backlog counts from here."""
@@ -160,6 +162,19 @@ class RunningChangefeed:
             self._save_checkpoint()
             if self.on_resolved is not None:
                 self.on_resolved(self.checkpoint_ts, self.last_end.to_json())
+
+    def save_planned(self, end: dict[str, Any]) -> None:
+        """Record the batch with rows about to be written, from the last committed end to ``end``.
+
+        Written before any writer runs (a sink may publish part of the batch, then the process
+        dies): a resume from the same start plans the same batch (``SourceSpec.first_batch``), so
+        what a sink derives from batch ends (the HTTP sink's request ids) comes out the same.
+        """
+        with self._lock:
+            planned = {"start": self.last_end.to_json(), "end": Offset.from_json(end).to_json()}
+        self.state.write_json("planned.json", planned)
+        if self.on_planned is not None:
+            self.on_planned(planned)
 
     def on_commit(self, res: BatchResult) -> None:
         """Called by the batch writer once a batch is durable in the sink."""
@@ -388,6 +403,14 @@ def prepare_changefeed(
     return PreparedChangefeed(spec, state, sink, start, history_path, bootstrap_ts, bootstrap_pos, running)
 
 
+def _planned_from(state: StateDir, start: Offset) -> dict[str, Any] | None:
+    """The batch an earlier run planned from ``start`` and did not commit (``planned.json``), if any."""
+    planned = state.read_json("planned.json")
+    if planned is None or Offset.from_json(planned["start"]) != start:
+        return None
+    return planned
+
+
 def start_changefeed(
     spark: Any,
     spec: ChangefeedSpec,
@@ -396,6 +419,7 @@ def start_changefeed(
     *,
     release_planners: bool = False,
     on_resolved: Callable[[int, dict[str, Any]], None] | None = None,
+    on_planned: Callable[[dict[str, Any]], None] | None = None,
 ) -> RunningChangefeed:
     """Validate, then start the streaming query; raises ConfigError/UpstreamSetupError before starting.
 
@@ -409,6 +433,7 @@ def start_changefeed(
     p = prepared if prepared is not None else prepare_changefeed(spec, on_progress)
     state, sink, start, running = p.state, p.sink, p.start, p.running
     running.on_resolved = on_resolved
+    running.on_planned = on_planned
     history_path, bootstrap_ts, bootstrap_pos = p.history_path, p.bootstrap_ts, p.bootstrap_pos
     cfg = spec.config
     caps = sink.capabilities
@@ -440,6 +465,7 @@ def start_changefeed(
         parallelism=max(1, int(spark.sparkContext.defaultParallelism)),
         bootstrap_ts=bootstrap_ts,
         bootstrap_pos=bootstrap_pos,
+        first_batch=_planned_from(state, running.last_end),
     )
     # A sink that orders parallel segments itself gets segments: each task decodes and writes one.
     # Sinks that take whole segments get them: the writer task decodes its segment itself.
@@ -458,6 +484,7 @@ def start_changefeed(
         mode == "segments",
         running.segments_dir,
         before_resolved=running.save_resolved,
+        before_write=running.save_planned,
     )
     if cfg.snapshot.mode == "initial":
         from sparkcdc.pipeline.snapshot import MetaRangeStore, run_initial_snapshot, snapshot_progress

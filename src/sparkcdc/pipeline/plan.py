@@ -65,6 +65,11 @@ class SourceSpec:
     bootstrap_pos: list[Any] | None = None
     """``[file, pos]`` of the binlog end when the history was loaded; when set, it decides instead of
     ``bootstrap_ts``: DDLs that end at or before it are already reflected in the history."""
+    first_batch: dict[str, Any] | None = None
+    """``{"start", "end"}`` of a batch with rows an earlier run planned from this changefeed's start
+    and may have published without committing (``planned.json``): the first batch ends where that
+    one did, so a sink whose output depends on batch ends (the HTTP sink's last request of a batch,
+    and so its id) writes what it wrote then."""
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-able dict."""
@@ -168,6 +173,11 @@ class Planner:
         self._catalog: Any = None
         self._catalog_at: Offset | None = None
         self._plans: dict[tuple[Offset, Offset], BatchPlan] = {}
+        fb = spec.first_batch
+        self._first: tuple[Offset, Offset] | None = (
+            (offset_of(fb["start"]), offset_of(fb["end"])) if fb is not None else None
+        )
+        """The earlier run's first batch, until the first plan from its start used it."""
 
     def _catalog_for(self, start: Offset) -> Any:
         if self._catalog is None or self._catalog_at != start:
@@ -188,6 +198,8 @@ class Planner:
         txns: list[TxnInfo] = []
         ddl_txns: list[TxnInfo] = []
         total = 0
+        until = self._first[1].key() if self._first is not None and self._first[0] == start else None
+        self._first = None
         for txn in self.scanner.scan(start):
             if target is not None and txn.ts > target:
                 resolved = target  # every transaction up to target-ts is out
@@ -207,7 +219,7 @@ class Planner:
                 break
             txns.append(txn)
             total += txn.nbytes
-            if total >= self.spec.max_batch_bytes:
+            if total >= self.spec.max_batch_bytes or (until is not None and txn.end.key() >= until):
                 break
         if ddl_txns:
             return self._ddl_batch(start, ddl_txns, cat)

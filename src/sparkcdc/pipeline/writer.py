@@ -352,6 +352,7 @@ class BatchWriter:
         segments_mode: bool = False,
         segments_dir: str = "",
         before_resolved: Callable[[BatchResult], None] | None = None,
+        before_write: Callable[[dict[str, Any]], None] | None = None,
     ) -> None:
         from sparkcdc.capture.schema_history import SchemaHistory
         from sparkcdc.pipeline.state import open_history_store
@@ -368,6 +369,9 @@ class BatchWriter:
         """Where the source's runner leaves each batch's segments (source option ``segments-dir``)."""
         self.before_resolved = before_resolved
         """Saves a batch without transactions (a raised chain state) before the sink publishes its ts."""
+        self.before_write = before_write
+        """Records the end of a batch with rows before its writers run (``planned.json``): a resume
+        from its start plans the same batch again (``SourceSpec.first_batch``)."""
         self.replay = True
         """The next batch may repeat what the sink published: the first one after a start or a
         failure, and every one that ends below the checkpoint the sink's output already held."""
@@ -404,6 +408,8 @@ class BatchWriter:
             )
             return end_off.ts
         # A DDL with rows of its own transaction (CREATE TABLE ... SELECT) was applied above.
+        if self.before_write is not None:
+            self.before_write(end)
         if self.segments_mode:
             res = self._write_segments(df, batch_id, end_off.ts, end)
         else:

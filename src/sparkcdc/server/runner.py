@@ -120,11 +120,13 @@ class ChangefeedRunner(Protocol):
         spec: ChangefeedSpec,
         on_progress: Callable[[ProgressLike], None],
         on_resolved: Callable[[int, dict[str, Any]], None] | None = None,
+        on_planned: Callable[[dict[str, Any]], None] | None = None,
     ) -> RunningHandle:
         """Start one changefeed; raises SparkCdcError if it cannot start.
 
         ``on_resolved``: records a raised chain state in the meta database before the sink
-        publishes it (``pipeline.changefeed.start_changefeed``).
+        publishes it; ``on_planned``: records a batch with rows before its writers run
+        (``pipeline.changefeed.start_changefeed``).
         """
 
     def shutdown(self) -> None:
@@ -180,6 +182,7 @@ class SparkChangefeedRunner:
         spec: ChangefeedSpec,
         on_progress: Callable[[ProgressLike], None],
         on_resolved: Callable[[int, dict[str, Any]], None] | None = None,
+        on_planned: Callable[[dict[str, Any]], None] | None = None,
     ) -> RunningHandle:
         """Start the changefeed's streaming query."""
         try:

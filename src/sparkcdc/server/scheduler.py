@@ -36,6 +36,7 @@ from typing import Any
 from sqlalchemy.exc import SQLAlchemyError
 
 from sparkcdc import __version__
+from sparkcdc.capture.offset import Offset
 from sparkcdc.config.replica import ReplicaConfig
 from sparkcdc.config.uri import redact_uri
 from sparkcdc.errors import (
@@ -410,7 +411,11 @@ class Scheduler:
                 metrics.observe(task.namespace, task.id, p)  # type: ignore[arg-type]
 
         task.pending = self._pool.submit(
-            self.runner.start, spec, on_progress, lambda ts, end: self._record_resolved(task, ts, end)
+            self.runner.start,
+            spec,
+            on_progress,
+            lambda ts, end: self._record_resolved(task, ts, end),
+            lambda planned: self._record_planned(task, planned),
         )
         task.pending_kind = "start"
 
@@ -423,6 +428,34 @@ class Scheduler:
         consumers would drop it. Only the claim's owner writes: when the changefeed moved on, the
         batch fails and its ts is never published.
         """
+
+        def values(row: ChangefeedInfo) -> dict[str, Any] | None:
+            stats = dict(row.stats or {})
+            if newer_end(stats.get("checkpoint_end"), end) is not end:
+                return None  # the meta database holds this point or a later one
+            stats["checkpoint_end"] = end
+            return {"checkpoint_ts": checkpoint_ts, "stats": stats}
+
+        self._record(task, values, f"checkpoint {checkpoint_ts}")
+
+    def _record_planned(self, task: _Task, planned: dict[str, Any]) -> None:
+        """Record a batch with rows in the meta database before its writers run.
+
+        The next owner that starts from the batch's start plans the same batch again
+        (``SourceSpec.first_batch``): a sink whose output depends on where batches end (the HTTP
+        sink's request ids) then repeats what it may have published, instead of new requests
+        that hold the same rows.
+        """
+
+        def values(row: ChangefeedInfo) -> dict[str, Any]:
+            return {"stats": {**(row.stats or {}), "planned": planned}}
+
+        self._record(task, values, "the batch it writes")
+
+    def _record(
+        self, task: _Task, values: Callable[[ChangefeedInfo], dict[str, Any] | None], what: str
+    ) -> None:
+        """Write ``values(row)`` into the changefeed's row while this claim owns it (compare-and-swap)."""
         for _attempt in range(5):
             row = self.store.get_changefeed(task.id, task.namespace)
             if row.owner != self.server_id or row.epoch != task.epoch:
@@ -431,22 +464,19 @@ class Scheduler:
                     f"{row.epoch} on {row.owner or 'no server'}); its batch is not published",
                     code="CDC:ErrOwnerChanged",
                 )
-            stats = dict(row.stats or {})
-            if newer_end(stats.get("checkpoint_end"), end) is not end:
-                return  # the meta database holds this point or a later one
-            stats["checkpoint_end"] = end
+            update = values(row)
+            if update is None:
+                return
             try:
-                info = self.store.renew_lease(
-                    row, self.server_id, self.lease_seconds, checkpoint_ts=checkpoint_ts, stats=stats
-                )
+                info = self.store.renew_lease(row, self.server_id, self.lease_seconds, **update)
             except ConflictError:
                 continue  # a tick or a user verb wrote the row meanwhile: read it again
             task.info = info
             task.last_renew_ok = self.clock()
             return
         raise TransientError(
-            f"changefeed {task.label}: the meta database row kept changing while recording checkpoint "
-            f"{checkpoint_ts}; its batch is not published",
+            f"changefeed {task.label}: the meta database row kept changing while recording {what}; "
+            "its batch is not published",
             code="CDC:ErrMetaConflict",
         )
 
@@ -542,6 +572,9 @@ class Scheduler:
             "checkpoint.json",
             {"checkpoint_ts": chosen.checkpoint_ts, "end": chosen.end, "rows_total": chosen.rows_total},
         )
+        planned = (row.stats or {}).get("planned")
+        if planned is not None and Offset.from_json(planned["start"]) == chosen.offset:
+            claim_dir.write_json("planned.json", planned)  # the first batch ends where it did
 
     def _begin_stop(self, task: _Task) -> None:
         handle = task.handle
@@ -597,6 +630,9 @@ class Scheduler:
             end = newer_end(end, (task.info.stats or {}).get("checkpoint_end"))
             if end is not None:
                 values["stats"]["checkpoint_end"] = end
+            planned = (task.info.stats or {}).get("planned")
+            if planned is not None:  # the batch writer's record (``_record_planned``) stays
+                values["stats"]["planned"] = planned
             phase = getattr(p, "snapshot_phase", "")
             if phase:
                 values["stats"]["snapshot"] = {

@@ -213,3 +213,38 @@ def test_clock_reading_without_the_process_privilege_gives_no_bound(
     finally:
         clock.close()
         mariadb.execute("DROP USER IF EXISTS 'noproc'@'%'")
+
+
+def test_a_resume_plans_the_batch_an_earlier_run_planned_from_its_start(
+    mariadb: LocalMariaDB, fresh_db: str, tmp_path: Path
+) -> None:
+    """``first_batch`` (``planned.json``): the first batch from that start ends where the earlier one did,
+    though more transactions came since; later batches are planned as usual."""
+    mariadb.execute(f"CREATE TABLE `{fresh_db}`.t (id INT PRIMARY KEY)")
+    up = upstream(mariadb)
+    start = head_offset(up)
+    for i in (1, 2):
+        mariadb.execute(f"INSERT INTO `{fresh_db}`.t VALUES ({i})")
+    earlier = _next_plan(_planner(mariadb, tmp_path, start), start)
+    assert [r.after for r in _rows(up, earlier.start, earlier.end, fresh_db)] == [(1,), (2,)]
+    for i in (3, 4):
+        mariadb.execute(f"INSERT INTO `{fresh_db}`.t VALUES ({i})")
+
+    fresh = _next_plan(_planner(mariadb, tmp_path / "fresh", start), start)
+    assert fresh.end.key() > earlier.end.key(), "without the record the batch takes everything new"
+    spec = SourceSpec(
+        changefeed_id="resolved",
+        upstream_uri=mariadb.uri,
+        start=start.to_json(),
+        history_path=str(tmp_path / "again.jsonl"),
+        first_batch={"start": start.to_json(), "end": earlier.end.to_json()},
+    )
+    planner = Planner(spec)
+    again = _next_plan(planner, start)
+    assert again.end == earlier.end
+    rest = _next_plan(planner, again.end)
+    assert [r.after for r in _rows(up, rest.start, rest.end, fresh_db)] == [(3,), (4,)]
+    # A record of another start changes nothing.
+    other = SourceSpec(**{**spec.to_json(), "history_path": str(tmp_path / "other.jsonl")})
+    other.first_batch = {"start": earlier.end.to_json(), "end": rest.end.to_json()}
+    assert _next_plan(Planner(other), start).end == fresh.end

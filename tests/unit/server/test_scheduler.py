@@ -44,6 +44,8 @@ class FakeHandle:
         self.report = on_progress
         self.resolved = on_resolved
         """What the pipeline's batch writer calls before the sink publishes a raised chain state."""
+        self.planned: Callable[[dict[str, Any]], None] | None = None
+        """What it calls before the writers of a batch with rows run."""
         self.active = True
         self.error: SparkCdcError | None = None
         self.done = False
@@ -74,10 +76,12 @@ class FakeRunner:
         spec: ChangefeedSpec,
         on_progress: Callable[[Prog], None],
         on_resolved: Callable[[int, dict[str, Any]], None] | None = None,
+        on_planned: Callable[[dict[str, Any]], None] | None = None,
     ) -> FakeHandle:
         if spec.changefeed_id in self.fail_with:
             raise self.fail_with[spec.changefeed_id]
         h = FakeHandle(spec, on_progress, on_resolved)
+        h.planned = on_planned
         self.handles.append(h)
         return h
 
@@ -272,6 +276,37 @@ def test_a_raised_chain_state_is_in_the_meta_database_before_the_sink_publishes_
         h.resolved(990, {"file": "mysql-bin.000002", "pos": 4711, "ts": 990})
     assert err.value.code == "CDC:ErrOwnerChanged" and "epoch 1" in err.value.message
     assert store.get_changefeed("cf-1").stats["checkpoint_end"] == raised
+    b.shutdown()
+    other.close()
+
+
+def test_a_batch_being_written_is_recorded_and_the_next_claim_from_its_start_plans_it_again(
+    uri: str, store: MetaStore, tmp_path: Path
+) -> None:
+    runner = FakeRunner()
+    create(store)
+    s = make(store, runner, tmp_path)
+    settle(s)
+    h = runner.handles[0]
+    start = {"file": "mysql-bin.000002", "pos": 4711, "ts": 800}
+    prog = Prog(checkpoint_ts=800, resolved_ts=800)
+    prog.checkpoint_end = start  # type: ignore[attr-defined]
+    h.report(prog)
+    settle(s, 1)
+    planned = {"start": start, "end": {"file": "mysql-bin.000002", "pos": 9000, "ts": 870}}
+    assert h.planned is not None
+    h.planned(planned)
+    settle(s, 2)  # the ticks keep the record
+    assert store.get_changefeed("cf-1").stats["planned"] == planned
+    s.shutdown()
+    runner_b = FakeRunner()
+    other = MetaStore.open(uri)
+    b = make(other, runner_b, tmp_path, server_id="srv-b")
+    settle(b)
+    (hb,) = runner_b.handles
+    claim = Path(hb.spec.checkpoint_dir)
+    assert json.loads((claim / "start.json").read_text()) == start
+    assert json.loads((claim / "planned.json").read_text()) == planned
     b.shutdown()
     other.close()
 

@@ -441,14 +441,20 @@ class Scheduler:
     def _record_planned(self, task: _Task, planned: dict[str, Any]) -> None:
         """Record a batch with rows in the meta database before its writers run.
 
-        The next owner that starts from the batch's start plans the same batch again
-        (``SourceSpec.first_batch``): a sink whose output depends on where batches end (the HTTP
-        sink's request ids) then repeats what it may have published, instead of new requests
-        that hold the same rows.
+        The batch starts where the last committed one ended, which becomes the meta database's
+        offset too (the renewals lag it by up to a tick): so the next owner starts from the batch's
+        start and plans the same batch again (``SourceSpec.first_batch``), and a sink whose output
+        depends on where batches end (the HTTP sink's request ids) repeats what it may have
+        published, instead of new requests that hold the same rows.
         """
 
         def values(row: ChangefeedInfo) -> dict[str, Any]:
-            return {"stats": {**(row.stats or {}), "planned": planned}}
+            stats = {**(row.stats or {}), "planned": planned}
+            start: dict[str, Any] = planned["start"]
+            if newer_end(stats.get("checkpoint_end"), start) is not start:
+                return {"stats": stats}
+            stats["checkpoint_end"] = start
+            return {"stats": stats, "checkpoint_ts": int(start["ts"])}
 
         self._record(task, values, "the batch it writes")
 

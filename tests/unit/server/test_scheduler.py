@@ -293,11 +293,16 @@ def test_a_batch_being_written_is_recorded_and_the_next_claim_from_its_start_pla
     prog.checkpoint_end = start  # type: ignore[attr-defined]
     h.report(prog)
     settle(s, 1)
-    planned = {"start": start, "end": {"file": "mysql-bin.000002", "pos": 9000, "ts": 870}}
+    # A batch committed since the last renewal: the next one starts at its end, which the record
+    # makes the meta database's offset as well.
+    committed = {"file": "mysql-bin.000002", "pos": 5000, "ts": 840}
+    planned = {"start": committed, "end": {"file": "mysql-bin.000002", "pos": 9000, "ts": 870}}
     assert h.planned is not None
     h.planned(planned)
-    settle(s, 2)  # the ticks keep the record
-    assert store.get_changefeed("cf-1").stats["planned"] == planned
+    settle(s, 2)  # the ticks keep the record (the progress they report still says 4711)
+    row = store.get_changefeed("cf-1")
+    assert row.stats["planned"] == planned
+    assert (row.stats["checkpoint_end"], row.checkpoint_ts) == (committed, 840)
     s.shutdown()
     runner_b = FakeRunner()
     other = MetaStore.open(uri)
@@ -305,7 +310,7 @@ def test_a_batch_being_written_is_recorded_and_the_next_claim_from_its_start_pla
     settle(b)
     (hb,) = runner_b.handles
     claim = Path(hb.spec.checkpoint_dir)
-    assert json.loads((claim / "start.json").read_text()) == start
+    assert json.loads((claim / "start.json").read_text()) == committed
     assert json.loads((claim / "planned.json").read_text()) == planned
     b.shutdown()
     other.close()

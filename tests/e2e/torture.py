@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+import pymysql
 
 from sparkcdc.config.replica import ReplicaConfig
 from sparkcdc.consumer.kafka import run_kafka_consumer
@@ -61,6 +62,8 @@ SNAP_ROWS = 20_000
 CHANGEFEEDS = ("t-storage", "t-kafka", "t-mysql", "t-http", "t-iceberg")
 FAULTS = ("owner", "worker", "failpoint")
 FAILPOINT_PROBABILITY = 0.05
+RETRIED = (1205, 1213)
+"""Lock wait timeout and deadlock: the transaction was rolled back; the workload goes on."""
 
 
 @dataclass
@@ -110,7 +113,16 @@ class _Load(threading.Thread):
             try:
                 with conn.cursor() as cur:
                     while not self.halt.is_set():
-                        self.counts[self.step(cur, self.rnd)] += 1
+                        try:
+                            self.counts[self.step(cur, self.rnd)] += 1
+                        except pymysql.err.OperationalError as exc:
+                            if exc.args[0] not in RETRIED:
+                                raise
+                            # InnoDB chose this transaction as a deadlock victim (or its lock wait
+                            # timed out): rolled back, as an application retries it
+                            cur.execute("ROLLBACK")
+                            cur.execute("SET timestamp = DEFAULT")
+                            self.counts["retried"] += 1
             finally:
                 conn.close()
         except BaseException as exc:  # reported by stop()

@@ -7,8 +7,9 @@ string, so a location can travel to Spark executors inside a task spec.
 
 What lives under ``<data-dir>/<changefeed id>/`` and who touches it:
 
-- ``start.json``, ``checkpoint.json``, ``schema_history.jsonl`` (+ ``.bootstrap.json``):
-  the driver and its streaming source process (both on the driver host);
+- ``start.json``, ``checkpoint.json``, ``planned.json`` (the batch with rows being written),
+  ``schema_history.jsonl`` (+ ``.bootstrap.json``): the driver and its streaming source process
+  (both on the driver host);
 - ``snapshot/plan.json``, ``snapshot/done.json``: the driver;
 - ``snapshot/ranges/<id>.json`` (range progress, when no meta database keeps it) and
   ``snapshot/rows/…`` (the spool: parquet chunks, rendered-chunk entries): executors

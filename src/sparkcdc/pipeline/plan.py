@@ -177,7 +177,8 @@ class Planner:
         self._first: tuple[Offset, Offset] | None = (
             (offset_of(fb["start"]), offset_of(fb["end"])) if fb is not None else None
         )
-        """The earlier run's first batch, until the first plan from its start used it."""
+        """The earlier run's batch: every plan from its start ends where it did (Spark may ask for the
+        batch after a start more than once before it runs one)."""
 
     def _catalog_for(self, start: Offset) -> Any:
         if self._catalog is None or self._catalog_at != start:
@@ -199,7 +200,6 @@ class Planner:
         ddl_txns: list[TxnInfo] = []
         total = 0
         until = self._first[1].key() if self._first is not None and self._first[0] == start else None
-        self._first = None
         for txn in self.scanner.scan(start):
             if target is not None and txn.ts > target:
                 resolved = target  # every transaction up to target-ts is out

@@ -61,7 +61,7 @@ def test_migrations_ran_once_and_both_servers_are_captures(
 ) -> None:
     with pg.connect("meta") as conn:
         rows = conn.execute("SELECT version FROM schema_migrations ORDER BY version").fetchall()
-    assert [r[0] for r in rows] == [1, 2, 3]
+    assert [r[0] for r in rows] == [1, 2, 3, 4]
     a, b = servers
     for s in servers:
         with s.client() as c:

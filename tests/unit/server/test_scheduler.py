@@ -240,21 +240,37 @@ def test_a_new_claim_resumes_after_the_last_committed_batch_offset(store: MetaSt
     assert saved == {"checkpoint_ts": 800, "end": end, "rows_total": 3}
 
 
+def running_at(
+    store: MetaStore, runner: FakeRunner, tmp_path: Path, end: dict[str, Any]
+) -> tuple[Scheduler, FakeHandle]:
+    """cf-1 claimed and running on srv-a, its progress reported at ``end`` (checkpoint 800)."""
+    create(store)
+    s = make(store, runner, tmp_path)
+    settle(s)
+    h = runner.handles[0]
+    prog = Prog(checkpoint_ts=800, resolved_ts=800)
+    prog.checkpoint_end = end  # type: ignore[attr-defined]
+    h.report(prog)
+    settle(s, 1)
+    return s, h
+
+
+def claimed_by_b(uri: str, tmp_path: Path) -> tuple[Scheduler, MetaStore, FakeHandle]:
+    """Another server (srv-b, its own store) claims cf-1 after srv-a released it."""
+    runner_b = FakeRunner()
+    other = MetaStore.open(uri)
+    b = make(other, runner_b, tmp_path, server_id="srv-b")
+    settle(b)
+    (hb,) = runner_b.handles
+    return b, other, hb
+
+
 def test_a_raised_chain_state_is_in_the_meta_database_before_the_sink_publishes_it(
     uri: str, store: MetaStore, tmp_path: Path
 ) -> None:
     """The batch writer's hook records the offset at once; a later tick with older progress keeps it;
     the next owner starts there; the old owner's hook then refuses, so its batch is never published."""
-    runner = FakeRunner()
-    create(store)
-    s = make(store, runner, tmp_path)
-    settle(s)
-    h = runner.handles[0]
-    older = {"file": "mysql-bin.000002", "pos": 4711, "ts": 800}
-    prog = Prog(checkpoint_ts=800, resolved_ts=800)
-    prog.checkpoint_end = older  # type: ignore[attr-defined]
-    h.report(prog)
-    settle(s, 1)
+    s, h = running_at(store, FakeRunner(), tmp_path, {"file": "mysql-bin.000002", "pos": 4711, "ts": 800})
     raised = {"file": "mysql-bin.000002", "pos": 4711, "ts": 950}  # an idle batch: same position
     assert h.resolved is not None
     h.resolved(950, raised)
@@ -265,11 +281,7 @@ def test_a_raised_chain_state_is_in_the_meta_database_before_the_sink_publishes_
     assert (row.checkpoint_ts, row.stats["checkpoint_end"]) == (950, raised)
 
     s.shutdown()  # releases: another server claims it
-    runner_b = FakeRunner()
-    other = MetaStore.open(uri)
-    b = make(other, runner_b, tmp_path, server_id="srv-b")
-    settle(b)
-    (hb,) = runner_b.handles
+    b, other, hb = claimed_by_b(uri, tmp_path)
     saved = json.loads((Path(hb.spec.checkpoint_dir) / "checkpoint.json").read_text())
     assert (saved["checkpoint_ts"], saved["end"]) == (950, raised)
     with pytest.raises(SparkCdcError) as err:
@@ -283,16 +295,7 @@ def test_a_raised_chain_state_is_in_the_meta_database_before_the_sink_publishes_
 def test_a_batch_being_written_is_recorded_and_the_next_claim_from_its_start_plans_it_again(
     uri: str, store: MetaStore, tmp_path: Path
 ) -> None:
-    runner = FakeRunner()
-    create(store)
-    s = make(store, runner, tmp_path)
-    settle(s)
-    h = runner.handles[0]
-    start = {"file": "mysql-bin.000002", "pos": 4711, "ts": 800}
-    prog = Prog(checkpoint_ts=800, resolved_ts=800)
-    prog.checkpoint_end = start  # type: ignore[attr-defined]
-    h.report(prog)
-    settle(s, 1)
+    s, h = running_at(store, FakeRunner(), tmp_path, {"file": "mysql-bin.000002", "pos": 4711, "ts": 800})
     # A batch committed since the last renewal: the next one starts at its end, which the record
     # makes the meta database's offset as well.
     committed = {"file": "mysql-bin.000002", "pos": 5000, "ts": 840}
@@ -304,11 +307,7 @@ def test_a_batch_being_written_is_recorded_and_the_next_claim_from_its_start_pla
     assert row.stats["planned"] == planned
     assert (row.stats["checkpoint_end"], row.checkpoint_ts) == (committed, 840)
     s.shutdown()
-    runner_b = FakeRunner()
-    other = MetaStore.open(uri)
-    b = make(other, runner_b, tmp_path, server_id="srv-b")
-    settle(b)
-    (hb,) = runner_b.handles
+    b, other, hb = claimed_by_b(uri, tmp_path)
     claim = Path(hb.spec.checkpoint_dir)
     assert json.loads((claim / "start.json").read_text()) == committed
     assert json.loads((claim / "planned.json").read_text()) == planned

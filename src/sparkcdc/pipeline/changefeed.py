@@ -408,6 +408,11 @@ def _planned_from(state: StateDir, start: Offset) -> dict[str, Any] | None:
     planned = state.read_json("planned.json")
     if planned is None or Offset.from_json(planned["start"]) != start:
         return None
+    log.info(
+        "the batch from %s was being written when the last run stopped: planning it again up to %s",
+        start,
+        Offset.from_json(planned["end"]),
+    )
     return planned
 
 

@@ -581,6 +581,13 @@ class Scheduler:
         planned = (row.stats or {}).get("planned")
         if planned is not None and Offset.from_json(planned["start"]) == chosen.offset:
             claim_dir.write_json("planned.json", planned)  # the first batch ends where it did
+        elif planned is not None:
+            log.debug(
+                "changefeed %s: the recorded batch from %s is not this claim's start %s",
+                task.label,
+                Offset.from_json(planned["start"]),
+                chosen.offset,
+            )
 
     def _begin_stop(self, task: _Task) -> None:
         handle = task.handle

@@ -193,7 +193,9 @@ class SparkChangefeedRunner:
                 "install a complete sparkcdc",
                 code="CDC:ErrPipelineMissing",
             ) from exc
-        handle: RunningHandle = start_changefeed(self.spark(), spec, on_progress, on_resolved=on_resolved)
+        handle: RunningHandle = start_changefeed(
+            self.spark(), spec, on_progress, on_resolved=on_resolved, on_planned=on_planned
+        )
         return handle
 
     def shutdown(self) -> None:

@@ -600,3 +600,31 @@ def test_unexpected_error_is_one_coded_line_traceback_only_with_debug(
         assert "\n" not in msg and "topsecret" not in msg
     assert (records[0].exc_info is not None) is debug
     s.shutdown()
+
+
+def test_the_spark_runner_hands_both_durability_hooks_to_the_pipeline(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The scheduler's records of a raised chain state and of a batch being written reach the pipeline."""
+    import sparkcdc.pipeline.changefeed as pipeline
+    from sparkcdc.server.runner import SparkChangefeedRunner
+
+    seen: dict[str, Any] = {}
+
+    def fake_start(spark: Any, spec: Any, on_progress: Any, **hooks: Any) -> str:
+        seen.update(hooks)
+        return "handle"
+
+    monkeypatch.setattr(pipeline, "start_changefeed", fake_start)
+    runner = SparkChangefeedRunner()
+    monkeypatch.setattr(runner, "spark", lambda: None)
+
+    def resolved(ts: int, end: dict[str, Any]) -> None:
+        return None
+
+    def planned(record: dict[str, Any]) -> None:
+        return None
+
+    spec = ChangefeedSpec("cf-1", "mysql://u@h:1/", "file:///tmp/x?protocol=csv")
+    assert runner.start(spec, lambda p: None, resolved, planned) == "handle"
+    assert seen == {"on_resolved": resolved, "on_planned": planned}

@@ -431,9 +431,8 @@ class Scheduler:
 
         def values(row: ChangefeedInfo) -> dict[str, Any] | None:
             stats = dict(row.stats or {})
-            if newer_end(stats.get("checkpoint_end"), end) is not end:
+            if not _advance(stats, end):
                 return None  # the meta database holds this point or a later one
-            stats["checkpoint_end"] = end
             return {"checkpoint_ts": checkpoint_ts, "stats": stats}
 
         self._record(task, values, f"checkpoint {checkpoint_ts}")
@@ -451,9 +450,8 @@ class Scheduler:
         def values(row: ChangefeedInfo) -> dict[str, Any]:
             stats = {**(row.stats or {}), "planned": planned}
             start: dict[str, Any] = planned["start"]
-            if newer_end(stats.get("checkpoint_end"), start) is not start:
+            if not _advance(stats, start):
                 return {"stats": stats}
-            stats["checkpoint_end"] = start
             return {"stats": stats, "checkpoint_ts": int(start["ts"])}
 
         self._record(task, values, "the batch it writes")
@@ -501,31 +499,23 @@ class Scheduler:
                 moved,
             )
         keep = f"epoch-{task.epoch}"
-        task.earlier = self._earlier_checkpoints(task, keep)
-        self._clean_epochs(task, keep=keep)
+        older = self._claim_dirs(task, keep)
+        task.earlier = self._earlier_checkpoints(task, older)
+        for _name, old in older:
+            self._remove_claim_dir(task, old)
         task.state_owned = True
 
-    def _earlier_checkpoints(self, task: _Task, keep: str) -> list[Evidence]:
+    def _earlier_checkpoints(self, task: _Task, older: list[tuple[str, StateDir]]) -> list[Evidence]:
         """The older claims' ``checkpoint.json`` (a shared data dir keeps them after a failover)."""
-        base = self._changefeed_dir(task)
-        try:
-            names = base.list()
-        except SparkCdcError:
-            return []
         found = []
-        for name in names:
-            if name.startswith("epoch-") and name != keep:
-                try:
-                    ev = checkpoint_evidence(
-                        base.child(name).read_json("checkpoint.json"), f"checkpoint.json of {name}"
-                    )
-                except SparkCdcError as exc:
-                    log.warning(
-                        "changefeed %s: cannot read %s's checkpoint: %s", task.label, name, exc.message
-                    )
-                    continue
-                if ev is not None:
-                    found.append(ev)
+        for name, old in older:
+            try:
+                ev = checkpoint_evidence(old.read_json("checkpoint.json"), f"checkpoint.json of {name}")
+            except SparkCdcError as exc:
+                log.warning("changefeed %s: cannot read %s's checkpoint: %s", task.label, name, exc.message)
+                continue
+            if ev is not None:
+                found.append(ev)
         return found
 
     def _prepare_claim_dir(
@@ -622,7 +612,8 @@ class Scheduler:
         self.tasks.pop(task.key, None)
         self._forget_metrics(task)
         if final.remove_dir or row.state == ChangefeedState.REMOVED:
-            self._clean_epochs(task, keep=None)
+            for _name, old in self._claim_dirs(task, keep=None):
+                self._remove_claim_dir(task, old)
             self._remove_state(self._changefeed_dir(task))
         log.info("changefeed %s released (%s)", task.label, values.get("state", row.state))
 
@@ -741,23 +732,23 @@ class Scheduler:
         # checkpoint from an earlier claim, decides where a changefeed resumes.
         return self._changefeed_dir(task).join(f"epoch-{task.epoch}")
 
-    def _clean_epochs(self, task: _Task, keep: str | None) -> None:
-        """Remove the claims' folders but ``keep`` (all with None), with their driver-local Spark checkpoints."""
+    def _claim_dirs(self, task: _Task, keep: str | None) -> list[tuple[str, StateDir]]:
+        """The claims' folders (``epoch-<N>``) but ``keep``, by name; none when the folder cannot be listed."""
         base = self._changefeed_dir(task)
         try:
             names = base.list()
         except SparkCdcError as exc:
             log.warning("changefeed %s: cannot list %s: %s", task.label, base.display, exc.message)
-            return
-        for name in names:
-            if name.startswith("epoch-") and name != keep:
-                old = base.child(name)
-                if not old.local:  # Spark's checkpoint of an object-store data dir is on this host
-                    shutil.rmtree(
-                        spark_checkpoint_location(old, task.id, self.spark_checkpoint_root),
-                        ignore_errors=True,
-                    )
-                self._remove_state(old)
+            return []
+        return [(name, base.child(name)) for name in names if name.startswith("epoch-") and name != keep]
+
+    def _remove_claim_dir(self, task: _Task, old: StateDir) -> None:
+        """Remove a claim's folder, with its driver-local Spark checkpoint."""
+        if not old.local:  # Spark's checkpoint of an object-store data dir is on this host
+            shutil.rmtree(
+                spark_checkpoint_location(old, task.id, self.spark_checkpoint_root), ignore_errors=True
+            )
+        self._remove_state(old)
 
     @staticmethod
     def _remove_state(d: StateDir) -> None:
@@ -772,6 +763,14 @@ class Scheduler:
 
     def _scrub(self, task: _Task, msg: object) -> str:
         return scrub(str(msg), [task.info.sink_uri, task.info.upstream_uri]) or ""
+
+
+def _advance(stats: dict[str, Any], end: dict[str, Any]) -> bool:
+    """Move ``stats["checkpoint_end"]`` to ``end`` when ``end`` is newer; whether it moved."""
+    if newer_end(stats.get("checkpoint_end"), end) is not end:
+        return False
+    stats["checkpoint_end"] = end
+    return True
 
 
 def _label(cf: ChangefeedInfo) -> str:

@@ -421,18 +421,7 @@ def test_kill9_mid_snapshot_resumes_ranges_and_stays_exact(
                 "some ranges to finish",
             )
             assert run1.proc.poll() is None, run1.output()[-4000:]
-            # A crash of the machine: the driver, the JVM and every Python worker die at once (Spark's
-            # workers sit in their own process group, so kill them by pid as well).
-            import psutil
-
-            tree = psutil.Process(run1.pid).children(recursive=True)
-            run1.kill9()
-            for p in tree:
-                try:
-                    p.kill()
-                except psutil.NoSuchProcess:
-                    pass
-            psutil.wait_procs(tree, timeout=30)
+            run1.kill_tree()  # a crash of the machine
         finally:
             run1.stop()
         # Spark's Python workers run in their own process group and die once their daemon sees the JVM

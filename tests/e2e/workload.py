@@ -697,6 +697,13 @@ class CliProcess:
         self._log.close()
         return rc
 
+    def kill_tree(self) -> None:
+        """A crash of the machine: the driver, the JVM and every Python worker die at once (Spark's
+        workers sit in their own process group, so they are killed by pid as well)."""
+        from sparkcdc.services.common import kill_tree
+
+        kill_tree(self.proc.pid, self.kill9)
+
     def kill9(self) -> None:
         """SIGKILL the whole process group (the driver, Spark's JVM and its Python workers)."""
         try:

@@ -61,3 +61,18 @@ def stop_process(proc: subprocess.Popen[bytes] | None, grace: float = 15.0) -> N
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait(timeout=10)
+
+
+def kill_tree(pid: int, kill_root: Callable[[], None]) -> None:
+    """``kill_root()`` (a SIGKILL of the process ``pid``, or of its group), then SIGKILL every process
+    it had started: Spark's Python workers sit in process groups of their own."""
+    import psutil
+
+    tree = psutil.Process(pid).children(recursive=True)
+    kill_root()
+    for p in tree:
+        try:
+            p.kill()
+        except psutil.Error:
+            pass  # gone with its parent
+    psutil.wait_procs(tree, timeout=30)

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from sparkcdc.server.client import ApiClient
-from sparkcdc.services.common import free_port, wait_until
+from sparkcdc.services.common import free_port, kill_tree, wait_until
 
 SRC = str(Path(__file__).resolve().parents[3] / "src")
 
@@ -164,17 +164,8 @@ class ServerProc:
 
     def kill_tree(self) -> None:
         """kill -9 the server and every process it started (Spark's Python workers have their own group)."""
-        import psutil
-
         assert self.proc is not None
-        tree = psutil.Process(self.proc.pid).children(recursive=True)
-        self.kill9()
-        for p in tree:
-            try:
-                p.kill()
-            except psutil.Error:
-                pass
-        psutil.wait_procs(tree, timeout=30)
+        kill_tree(self.proc.pid, self.kill9)
 
 
 def status_of(server: ServerProc, cf_id: str) -> dict[str, Any]:

@@ -124,7 +124,7 @@ def drop_stale_spark_log(spark_checkpoint: str, saved: dict[str, Any] | None) ->
     saved_ev = checkpoint_evidence(saved, "checkpoint.json")
     if spark is None or saved_ev is None:
         return None
-    if newest([spark, saved_ev]) is spark or spark.offset == saved_ev.offset:
+    if newest([spark, saved_ev]) is spark:  # newer, or equal (the first of equal records wins)
         return None
     aside = f"{spark_checkpoint.rstrip(os.sep)}.stale-{time.strftime('%Y%m%dT%H%M%S')}"
     shutil.move(spark_checkpoint, aside)

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sparkcdc.capture.ddl_kind import ddl_event_kinds
-from sparkcdc.capture.offset import Offset, file_seq
+from sparkcdc.capture.offset import Offset
 from sparkcdc.capture.reader import Scanner, TxnInfo, check_statement_rows
 from sparkcdc.capture.resolved import UpstreamClock
 from sparkcdc.capture.upstream import UpstreamConfig
@@ -31,6 +31,7 @@ from sparkcdc.event_filter import EventFilter
 from sparkcdc.filter import TableFilter, changefeed_filter
 from sparkcdc.model import DDLEvent, TableInfo
 from sparkcdc.pipeline.serde import ddl_from_dict, ddl_to_dict
+from sparkcdc.pipeline.start import after_bootstrap
 
 log = logging.getLogger(__name__)
 
@@ -340,10 +341,7 @@ class Planner:
 
     def _after_bootstrap(self, txn: TxnInfo) -> bool:
         """Whether a transaction committed after the schema history was bootstrapped."""
-        bp = self.spec.bootstrap_pos
-        if bp:
-            return txn.end.key() > (file_seq(str(bp[0])), int(bp[1]))
-        return txn.ts > self.spec.bootstrap_ts
+        return after_bootstrap(txn.end, txn.ts, self.spec.bootstrap_ts, self.spec.bootstrap_pos)
 
     def _add_rows(self, plan: BatchPlan, txns: list[TxnInfo], cat: Any) -> None:
         """The segments and table shapes of ``txns``' rows (none when no captured table has one)."""

@@ -14,7 +14,7 @@ from typing import Any
 from sparkcdc.capture.offset import Offset, base_ts, file_seq
 from sparkcdc.capture.start import master_status, query_tso, resolve_start_offset
 from sparkcdc.capture.upstream import UpstreamConfig, query_one
-from sparkcdc.errors import ConfigError
+from sparkcdc.errors import ConfigError, TransientError, UpstreamSetupError
 from sparkcdc.pipeline.state import StateDir, open_history_store, split_location
 
 log = logging.getLogger(__name__)
@@ -84,28 +84,18 @@ def bootstrap_history(
     ``captured``: the changefeed's table filter; a table outside it whose definition sparkcdc
     cannot read is left out of the history instead of failing the start.
     """
-    from sparkcdc.capture.catalog import SchemaCatalog
     from sparkcdc.capture.schema_history import SchemaHistory
 
-    folder, name = split_location(history_path)
-    marker = name + ".bootstrap.json"
     store = open_history_store(history_path)
     if store.load():
-        m = folder.read_json(marker)
+        m = bootstrap_marker(history_path)
         if m is not None:
-            return int(m.get("ts", 0)), ([m["file"], int(m["pos"])] if "file" in m else None)
+            return m
     history = SchemaHistory.open(store)
-    conn = up.connect()
-    try:
-        if head is not None:
-            ts, file, pos = head.ts, head.file, head.pos
-        else:
-            (file, pos), ts = master_status(conn), 0
-        catalog = SchemaCatalog.load_from_upstream(conn, None, start.ts, captured)
-    finally:
-        conn.close()
+    catalog, ts, file, pos = _tables_at_a_position(up, start, head, captured)
     history.bootstrap(catalog, start.ts)
-    folder.write_json(marker, {"ts": ts, "file": file, "pos": pos})
+    folder, name = split_location(history_path)
+    folder.write_json(name + ".bootstrap.json", {"ts": ts, "file": file, "pos": pos})
     if start.key() < (file_seq(file), int(pos)):
         log.info(
             "starting in the past (binlog %s:%d), before the binlog head %s:%d: the schema history starts "
@@ -118,3 +108,74 @@ def bootstrap_history(
             pos,
         )
     return ts, [file, pos]
+
+
+def bootstrap_marker(history_path: str) -> tuple[int, list[Any] | None] | None:
+    """Where the binlog ended when the schema history was bootstrapped (``bootstrap_history``'s
+    return), None before the bootstrap."""
+    folder, name = split_location(history_path)
+    m = folder.read_json(name + ".bootstrap.json")
+    if m is None:
+        return None
+    return int(m.get("ts", 0)), ([m["file"], int(m["pos"])] if "file" in m else None)
+
+
+def after_bootstrap(end: Offset, ts: int, bootstrap_ts: int, bootstrap_pos: list[Any] | None) -> bool:
+    """Whether a transaction (its end and commit ts) committed after the schema history was
+    bootstrapped; the DDLs of one that did not are already in the history's first shapes."""
+    if bootstrap_pos:
+        return end.key() > (file_seq(str(bootstrap_pos[0])), int(bootstrap_pos[1]))
+    return ts > bootstrap_ts
+
+
+BOOTSTRAP_ATTEMPTS = 10
+
+
+def _tables_at_a_position(
+    up: UpstreamConfig, start: Offset, head: Offset | None, captured: Callable[[str, str], bool] | None
+) -> tuple[Any, int, str, int]:
+    """The upstream's current tables and a binlog position whose shapes they are: ``(catalog, ts, file, pos)``.
+
+    The definitions are read between two binlog heads. A DDL logged between them may or may not
+    be in what was read, and the planner would apply it again on top of itself (or skip one that
+    is not there): the read is repeated until no DDL falls between the two heads.
+    """
+    from sparkcdc.capture.catalog import SchemaCatalog
+
+    last = ""
+    for attempt in range(BOOTSTRAP_ATTEMPTS):
+        conn = up.connect()
+        try:
+            if head is not None and attempt == 0:
+                ts, file, pos = head.ts, head.file, head.pos
+            else:
+                (file, pos), ts = master_status(conn), 0
+            catalog = SchemaCatalog.load_from_upstream(conn, None, start.ts, captured)
+            after = master_status(conn)
+        finally:
+            conn.close()
+        ddl = ddl_between(up, Offset(file, pos, ts), (file_seq(after[0]), after[1]))
+        if ddl is None:
+            return catalog, ts, file, pos
+        last = f"{ddl[1]!r} at {ddl[0]}"
+        log.info("DDL %s was logged while the table definitions were read: reading them again", last)
+    raise TransientError(
+        f"DDL kept running while the upstream's table definitions were read ({BOOTSTRAP_ATTEMPTS} "
+        f"attempts, the last {last}); the changefeed starts again when DDL pauses",
+        code=UpstreamSetupError.code,
+    )
+
+
+def ddl_between(up: UpstreamConfig, start: Offset, end: tuple[int, int]) -> tuple[str, str] | None:
+    """The first DDL of a transaction that ends after ``start`` and at or before ``end``:
+    ``(its position, the statement)``, or None."""
+    from sparkcdc.capture.reader import Scanner
+
+    if start.key() >= end:
+        return None
+    for txn in Scanner(up).scan(start, stop=lambda t: t.end.key() >= end):
+        if txn.end.key() > end:
+            break
+        if txn.queries:
+            return f"{txn.start.file}:{txn.start.pos}", txn.queries[0][1]
+    return None

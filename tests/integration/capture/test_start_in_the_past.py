@@ -72,3 +72,51 @@ def test_start_in_the_past(
     # the same rows taken for newer than the bootstrap: a real divergence, and a warning
     read(None)
     assert [r.levelno for r in caplog.records if MISMATCH in r.getMessage()] == [logging.WARNING]
+
+
+def test_a_ddl_while_the_definitions_are_read_is_never_applied_twice(
+    mariadb: LocalMariaDB, fresh_db: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A CREATE TABLE logged between the binlog head and the read of the definitions (a new
+    changefeed created just before the application's first DDL): the bootstrap position must be
+    after it, or the planner applies it again on a catalog that has the table already."""
+    from sparkcdc.capture.catalog import SchemaCatalog
+    from sparkcdc.capture.offset import file_seq
+
+    up = upstream(mariadb)
+    start = head_offset(up)
+    real = SchemaCatalog.load_from_upstream.__func__  # type: ignore[attr-defined]
+    calls: list[int] = []
+
+    def load(cls: type[SchemaCatalog], conn: object, *args: object, **kwargs: object) -> SchemaCatalog:
+        calls.append(1)
+        if len(calls) == 1:  # the application's DDL lands after the head was read
+            mariadb.execute(f"CREATE TABLE `{fresh_db}`.raced (id INT PRIMARY KEY)")
+        return real(cls, conn, *args, **kwargs)  # type: ignore[no-any-return]
+
+    monkeypatch.setattr(SchemaCatalog, "load_from_upstream", classmethod(load))
+    _ts, pos = bootstrap_history(up, str(tmp_path / "schema_history.jsonl"), start, head=start)
+    ddl_end = head_offset(up)
+    assert len(calls) == 2, "the definitions are read again after the DDL"
+    assert pos is not None and (file_seq(pos[0]), pos[1]) == ddl_end.key()
+    tracked = SchemaHistory.open(open_history_store(str(tmp_path / "schema_history.jsonl")))
+    assert tracked.catalog_at(start.ts).get(fresh_db, "raced") is not None
+
+
+def test_ddl_between_finds_a_ddl_and_nothing_else(mariadb: LocalMariaDB, fresh_db: str) -> None:
+    from sparkcdc.pipeline.start import ddl_between
+
+    up = upstream(mariadb)
+    mariadb.execute(f"CREATE TABLE `{fresh_db}`.t (id INT PRIMARY KEY)")
+    a = head_offset(up)
+    mariadb.execute(f"INSERT INTO `{fresh_db}`.t VALUES (1)", f"UPDATE `{fresh_db}`.t SET id = 2")
+    b = head_offset(up)
+    assert ddl_between(up, a, b.key()) is None
+    assert ddl_between(up, b, b.key()) is None
+    mariadb.execute(
+        f"ALTER TABLE `{fresh_db}`.t ADD COLUMN c INT", f"INSERT INTO `{fresh_db}`.t VALUES (3, 3)"
+    )
+    c = head_offset(up)
+    found = ddl_between(up, a, c.key())
+    assert found is not None and "ADD COLUMN c" in found[1]
+    assert found[0].startswith(b.file + ":")

@@ -69,16 +69,19 @@ def binlog_corrections(job: SnapshotJob, tables: list[TableInfo]) -> tuple[Offse
     from sparkcdc.capture.reader import Scanner
     from sparkcdc.capture.start import scan_head
     from sparkcdc.pipeline.plan import split_segments
+    from sparkcdc.pipeline.start import after_bootstrap, bootstrap_marker
 
     # From S, which carries its chain state: only (S, H] is read, not the head's whole binlog file.
     head = scan_head(job.up, job.handover)
     snap = {(t.schema, t.table) for t in tables}
     txns = []
     cat = None
+    # DDLs logged before the schema history's bootstrap are in its first shapes already.
+    bootstrap_ts, bootstrap_pos = bootstrap_marker(job.history_path) or (0, None)
     for txn in Scanner(job.up).scan(job.handover, stop=lambda t: t.end.key() >= head.key()):
         if txn.end.key() > head.key():
             break
-        if txn.queries:
+        if txn.queries and after_bootstrap(txn.end, txn.ts, bootstrap_ts, bootstrap_pos):
             cat = cat or _catalog_copy(job)
             _check_ddl(cat, txn, snap)
         txns.append(txn)

@@ -30,10 +30,13 @@ the class by protocol. Both run the poll/apply loop of
   crash at any point neither loses nor doubles a change. Within a partition a
   row at or below a watermark the partition carried before it, or below the
   largest commit_ts seen, is a re-sent batch and is dropped too (TiCDC's
-  "commit ts fallback"); only the re-sent copy of a partition's last transaction
+  "commit ts fallback"). The re-sent copy of a partition's last transaction
   before any watermark followed it (a crash between the sink's send and its
-  watermark) cannot be told apart and is applied again, which is idempotent for
-  tables with a primary or NOT NULL unique key.
+  watermark) is applied again, which is idempotent for tables with a primary or
+  NOT NULL unique key; a table without one has its messages numbered within
+  their transaction and partition (the ``sparkcdc-row-seq`` header,
+  ``sink.kafka.config.ROW_SEQ_HEADER``), and a number that is not larger than
+  the last one of the same transaction is a copy and is dropped.
 * Large messages: a ``claimCheckLocation`` reference is resolved by reading the
   full message from ``claim-check-storage-uri`` ([sink.kafka-config.large-message-handle]
   in ``--config``). An ``onlyHandleKey`` INSERT/UPDATE cannot be restored: TiCDC's
@@ -68,7 +71,7 @@ from sparkcdc.consumer.kafka_loop import (
 from sparkcdc.consumer.progress import ProgressTable
 from sparkcdc.errors import ConfigError, DecodeError
 from sparkcdc.model import RowChange, TableInfo
-from sparkcdc.sink.kafka.config import KafkaOptions
+from sparkcdc.sink.kafka.config import ROW_SEQ_HEADER, KafkaOptions
 from sparkcdc.sink.kafka.large_message import parse_claim_check_body
 
 log = logging.getLogger(__name__)
@@ -99,6 +102,20 @@ class _PartitionState:
     at_end: bool = False
     max_ts: int = 0
     """The largest row commit_ts seen: a smaller one is a replay of a retried batch."""
+    seq: tuple[int, int] = (0, -1)
+    """(commit_ts, ``ROW_SEQ_HEADER``) of the last message of a table without a handle key: one of
+    the same transaction whose number is not larger is a copy of a re-sent batch."""
+
+
+def _row_seq(m: Any) -> int | None:
+    """A message's ``ROW_SEQ_HEADER`` (only tables without a handle key have one)."""
+    headers = m.headers()
+    if not headers:
+        return None
+    for k, v in headers:
+        if k == ROW_SEQ_HEADER and v is not None:
+            return int(v)
+    return None
 
 
 class KafkaConsumer(KafkaConsumerBase[_PartitionState]):
@@ -173,6 +190,13 @@ class KafkaConsumer(KafkaConsumerBase[_PartitionState]):
             # the partition already delivered these rows in order
             self.stats.rows_dropped += 1
             return
+        seq = _row_seq(m)
+        if seq is not None:
+            if (ts, seq) <= st.seq:
+                # a table without a handle key: the same message of the same transaction again
+                self.stats.rows_dropped += 1
+                return
+            st.seq = (ts, seq)
         st.max_ts = ts
         st.rows.append(_Pending(ts, self._order, p, msg))
 

@@ -332,3 +332,46 @@ def test_a_batch_resent_after_its_watermark_is_dropped_whole(
     )
     assert stats.rows == 3 and stats.rows_dropped == 3, stats
     check_equal(mariadb, m)
+
+
+def keyless_table(schema: str, table: str) -> TableInfo:
+    return TableInfo(
+        schema=schema,
+        table=table,
+        columns=(ColumnInfo("a", "int", length=11), ColumnInfo("b", "varchar", length=64, charset="utf8mb4")),
+        version=1,
+    )
+
+
+def test_a_resent_transaction_of_a_table_without_a_key_is_applied_once(
+    kafka: LocalTansu, mariadb: LocalMariaDB, fresh_db: str
+) -> None:
+    """Rows of a table without a handle key cannot be applied twice harmlessly. A batch re-sent
+    after a crash before its watermark repeats them with the same commit_ts, and equal rows in one
+    transaction are legitimate: the ``sparkcdc-row-seq`` header tells a copy from a new row."""
+    topic = "resent-keyless"
+    query = "protocol=canal-json&enable-tidb-extension=true&partition-num=2"
+    sink = KafkaSink(kafka.sink_uri(topic, query), ReplicaConfig(), "cf")
+    sink.check()
+    m = Model(sink, fresh_db)
+    m.ddl("k", "CREATE TABLE k (a INT, b VARCHAR(64))", keyless_table(fresh_db, "k"), DDLType.CREATE_TABLE)
+    m.flush()
+    # one transaction with two equal rows; the first run sends two of its three rows and dies
+    m.txn(("k", "I", None, (1, "x")), ("k", "I", None, (1, "x")), ("k", "I", None, (2, "y")))
+    run_batch(sink, m.items[:2], 2, 0, commit=False)
+    m.flush()
+    # two transactions sent whole, the driver dies before the watermark, and the batch is sent again
+    m.txn(("k", "I", None, (3, "z")), ("k", "D", (1, "x"), None))
+    m.txn(("k", "U", (2, "y"), (2, "w")), ("k", "I", None, (4, "v")))
+    run_batch(sink, list(m.items), 4, 0, commit=False)
+    m.flush()
+    stats = run_kafka_consumer(
+        kafka.sink_uri(topic, "protocol=canal-json"),
+        downstream(mariadb),
+        ReplicaConfig(),
+        once=True,
+        timeout=60,
+    )
+    got = sorted(mariadb.query(f"SELECT a, b FROM `{fresh_db}`.k"))
+    assert got == [(1, "x"), (2, "w"), (3, "z"), (4, "v")], (got, stats)
+    assert stats.rows_dropped == 6, stats

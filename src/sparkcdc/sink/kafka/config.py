@@ -59,6 +59,12 @@ MAX_SOCKET_TIMEOUT = 300.0
 """librdkafka's upper limit of ``socket.timeout.ms`` (5 minutes), which read/write-timeout set."""
 MESSAGE_OVERHEAD = 36
 """TiCDC's per-message size accounting: len(key) + len(value) + 36."""
+ROW_SEQ_HEADER = "sparkcdc-row-seq"
+"""The Kafka header on each message of a table without a handle key (no primary or NOT NULL unique
+key): its place among its transaction's messages of that table kind in its partition (0, 1, …). A
+batch sent again after a crash repeats the same numbers, so a consumer drops the copies, which it
+could not tell from new rows of the same transaction otherwise (a table with a handle key needs no
+header: applying its rows again is idempotent). Consumers that do not know it ignore it."""
 DEFAULT_MESSAGE_TIMEOUT = 300.0
 
 KNOWN_PROTOCOLS = (

@@ -202,18 +202,33 @@ class DeliveryTracker:
                 )
             )
 
-    def produce(self, topic: str, partition: int, key: bytes | None, value: bytes | None) -> None:
+    def produce(
+        self,
+        topic: str,
+        partition: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: list[tuple[str, bytes]] | None = None,
+    ) -> None:
         """Queue one message (waits while librdkafka's local queue is full)."""
         producer = self._producer
+        extra = {"headers": headers} if headers else {}
         try:
-            producer.produce(topic, value=value, key=key, partition=partition, on_delivery=self.on_delivery)
+            producer.produce(
+                topic, value=value, key=key, partition=partition, on_delivery=self.on_delivery, **extra
+            )
         except BufferError:
             while True:
                 # local queue full: serve delivery reports until there is room
                 producer.poll(0.1)
                 try:
                     producer.produce(
-                        topic, value=value, key=key, partition=partition, on_delivery=self.on_delivery
+                        topic,
+                        value=value,
+                        key=key,
+                        partition=partition,
+                        on_delivery=self.on_delivery,
+                        **extra,
                     )
                     break
                 except BufferError:

@@ -29,7 +29,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from sparkcdc.sink.base import PartitionWriter, WriterContext
-from sparkcdc.sink.kafka.config import MESSAGE_OVERHEAD
+from sparkcdc.sink.kafka.config import MESSAGE_OVERHEAD, ROW_SEQ_HEADER
 from sparkcdc.sink.kafka.encoders import MessageEncoder
 from sparkcdc.sink.kafka.large_message import LargeMessageHandler
 from sparkcdc.sink.kafka.producer import DeliveryTracker, get_producer
@@ -62,6 +62,7 @@ class _TableRoute:
         "encode_rows",
         "fixed_partition",
         "key_indexes",
+        "keyless",
         "num_partitions",
         "table",
         "topic",
@@ -84,6 +85,8 @@ class _TableRoute:
             else None
         )
         self.key_indexes = tuple(sorted(key_column_indexes(table)))
+        self.keyless = not table.handle_key_index
+        """A table without a handle key: its messages carry ``ROW_SEQ_HEADER``."""
         self.encode_rows = None if encoder is None else encoder.rows_encoder(row, table)
 
 
@@ -114,6 +117,9 @@ class KafkaPartitionWriter(PartitionWriter):
         """A transaction is sent in chunks of at most this many row changes (see ``MAX_TXN_ROWS``)."""
         self.chunks = 0
         """Chunks sent before their transaction ended (transactions larger than ``max_txn_rows``)."""
+        self._seq: dict[tuple[str, int], int] = {}
+        """(topic, partition) → the next ``ROW_SEQ_HEADER`` number in transaction ``_seq_ts``."""
+        self._seq_ts: int | None = None
 
     def _route_of(self, row: RowChange, table: TableInfo) -> _TableRoute:
         key = (row.schema, row.table, id(table))
@@ -218,9 +224,36 @@ class KafkaPartitionWriter(PartitionWriter):
         self._txn_ts = None
         self._txn_split = False
 
+    def _row_seq(self, ts: int, topic: str, partition: int) -> list[tuple[str, bytes]]:
+        """The ``ROW_SEQ_HEADER`` of the next message of a table without a handle key."""
+        if ts != self._seq_ts:
+            self._seq.clear()
+            self._seq_ts = ts
+        n = self._seq.get((topic, partition), 0)
+        self._seq[(topic, partition)] = n + 1
+        return [(ROW_SEQ_HEADER, b"%d" % n)]
+
+    def _produce_keyless(self, rows: list[RowChange], table: TableInfo, tr: _TableRoute) -> None:
+        """The rows of a table without a handle key, each message with its ``ROW_SEQ_HEADER``."""
+        values = tr.encode_rows(rows) if tr.encode_rows is not None else None
+        for i, row in enumerate(rows):
+            partition = tr.fixed_partition
+            if partition is None:
+                partition = tr.dispatcher.partition(row, table, tr.num_partitions)
+            messages: list[tuple[bytes | None, bytes | None]] = (
+                [(None, values[i])] if values is not None else self.encoder.encode_row(row, table, tr.topic)
+            )
+            for key, payload in self.large.check(self.encoder, row, table, messages):
+                self.tracker.produce(
+                    tr.topic, partition, key, payload, self._row_seq(row.commit_ts, tr.topic, partition)
+                )
+
     def _produce_run(self, rows: list[RowChange], table: TableInfo, tr: _TableRoute) -> None:
         """A run's messages encoded in one call, produced keyless (the common case inline)."""
         assert tr.encode_rows is not None
+        if tr.keyless:
+            self._produce_keyless(rows, table, tr)
+            return
         values = tr.encode_rows(rows)
         tracker = self.tracker
         limit = self.large.max_message_bytes - MESSAGE_OVERHEAD
@@ -252,6 +285,9 @@ class KafkaPartitionWriter(PartitionWriter):
 
     def _produce_rows(self, rows: list[RowChange], table: TableInfo, tr: _TableRoute) -> None:
         """Row by row, for protocols without a run encoder (Avro: keyed messages)."""
+        if tr.keyless:
+            self._produce_keyless(rows, table, tr)
+            return
         for row in rows:
             partition = tr.fixed_partition
             if partition is None:

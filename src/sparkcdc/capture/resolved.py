@@ -76,6 +76,7 @@ class UpstreamClock:
         self._conn: pymysql.connections.Connection | None = None
         self._next_at = 0.0
         self._warned = False
+        self._no_head = False
 
     def due(self) -> bool:
         """Whether a reading now could give a larger bound than the last one."""
@@ -105,6 +106,28 @@ class UpstreamClock:
         self._warned = False
         self._next_at = self._monotonic() + until_next_bound(now_us)
         return resolved_bound(now_us, oldest)
+
+    def binlog_head(self) -> tuple[str, int] | None:
+        """The binlog's end now (``SHOW MASTER STATUS`` over the kept connection), None when the
+        upstream does not tell (the caller then scans the binlog instead)."""
+        from sparkcdc.capture.start import master_status
+
+        if self._no_head:
+            return None
+        for _attempt in range(2):
+            if self._conn is None:
+                try:
+                    self._conn = self.up.connect()
+                except (pymysql.err.MySQLError, SparkCdcError):
+                    return None
+            try:
+                return master_status(self._conn)
+            except pymysql.err.OperationalError:
+                self.close()  # the kept connection went away: one new try
+            except (pymysql.err.MySQLError, SparkCdcError):
+                self._no_head = True  # refused (a missing privilege): scanning works without it
+                return None
+        return None
 
     def _read(self) -> tuple[int, int | None]:
         if self._conn is not None:

@@ -167,6 +167,9 @@ class Planner:
         self.clock = UpstreamClock(self.up)
         self._idle = False
         """The last scan found nothing new: the next one may advance the resolved ts."""
+        self._quiet: tuple[str, int, tuple[str, int]] | None = None
+        """(start file, start pos, binlog head read before that scan) of the last scan that found
+        nothing: while the head stays there, nothing was written after the start."""
         self.filter = spec.table_filter()
         self.event_filter = spec.event_filter()
         # A DDL that fails only for tables outside the filter makes the catalog forget them.
@@ -196,6 +199,12 @@ class Planner:
         # when the clock was read (capture/resolved.py). Only an idle stream asks for it.
         resolved = self.clock.resolved_bound() if self._idle and self.clock.due() else None
         self._idle = False
+        # Read after the clock as well: when the binlog still ends where the last scan from this
+        # start found nothing, nothing committed since, and no scan (a binlog dump) is needed.
+        head = self.clock.binlog_head()
+        if head is not None and self._quiet == (start.file, start.pos, head):
+            self._idle = True
+            return self._resolved_batch(start, resolved)
         cat = self._catalog_for(start)
         txns: list[TxnInfo] = []
         ddl_txns: list[TxnInfo] = []
@@ -226,6 +235,8 @@ class Planner:
             return self._ddl_batch(start, ddl_txns, cat)
         if not txns:
             self._idle = True
+            if head is not None:
+                self._quiet = (start.file, start.pos, head)
             return self._resolved_batch(start, resolved)
         plan = self._dml_batch(start, txns, cat)
         self._catalog_at = plan.end

@@ -248,3 +248,38 @@ def test_a_resume_plans_the_batch_an_earlier_run_planned_from_its_start(
     other = SourceSpec(**{**spec.to_json(), "history_path": str(tmp_path / "other.jsonl")})
     other.first_batch = {"start": earlier.end.to_json(), "end": rest.end.to_json()}
     assert _next_plan(Planner(other), start).end == fresh.end
+
+
+def test_an_idle_binlog_is_not_scanned_again_while_its_head_stays(
+    mariadb: LocalMariaDB, fresh_db: str, tmp_path: Path
+) -> None:
+    """Spark asks for the next batch every trigger (200 ms): while the binlog head has not moved
+    since a scan from the same start found nothing, the planner opens no binlog dump at all, and
+    the resolved ts still follows the clock; the first transaction after that is planned at once."""
+    up = upstream(mariadb)
+    mariadb.execute(f"CREATE TABLE `{fresh_db}`.t (id INT PRIMARY KEY)")
+    start = head_offset(up)
+    planner = _planner(mariadb, tmp_path, start)
+    scans: list[Offset] = []
+    real_scan = planner.scanner.scan
+
+    def counted(at: Offset, **kw: object) -> object:
+        scans.append(at)
+        return real_scan(at, **kw)  # type: ignore[arg-type]
+
+    planner.scanner.scan = counted  # type: ignore[method-assign]
+    at = start
+    deadline = time.monotonic() + 2.5
+    resolved = 0
+    while time.monotonic() < deadline:
+        nxt = planner.next_batch(at)
+        if nxt is not None:
+            assert not nxt.segments and (nxt.end.file, nxt.end.pos) == (start.file, start.pos)
+            at, resolved = nxt.end, resolved + 1
+        time.sleep(0.05)  # the trigger interval of this simulated query, not a readiness wait
+    assert resolved >= 1, "the resolved ts follows the clock without scans"
+    assert len(scans) == 1, f"{len(scans)} scans in 2.5 s of polls of a quiet binlog"
+    mariadb.execute(f"INSERT INTO `{fresh_db}`.t VALUES (1)")
+    plan = _next_plan(planner, at)
+    assert plan.segments and plan.end.key() > at.key()
+    assert [r.after for r in _rows(up, at, plan.end, fresh_db)] == [(1,)]

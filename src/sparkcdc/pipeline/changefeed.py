@@ -253,18 +253,30 @@ class RunningChangefeed:
             log.warning("binlog size probe failed: %s", err.message)
 
     def _watch(self, scanner: Any) -> None:
+        from sparkcdc.pipeline.backlog import head_of
+
         self._probe_backlog()
+        quiet: tuple[str, int, tuple[str, int]] | None = None  # (end, head) of a scan that found nothing
         while not self._stopped.wait(1.0):
             if self.query is not None and not self.query.isActive:
                 break
             self._probe_backlog()
+            # The head the probe just listed: while it stays where a scan from the same end found
+            # nothing, nothing was written since, and no binlog dump is opened to say so.
+            end, head = self.last_end, head_of(self._probe.files)
+            if head is not None and (head == (end.file, end.pos) or quiet == (end.file, end.pos, head)):
+                self._caught_up = True
+                self._report()
+                continue
             try:
-                scan = scanner.scan(self.last_end, max_bytes=1)
+                scan = scanner.scan(end, max_bytes=1)
                 try:
                     nxt = next(scan, None)
                 finally:
                     scan.close()
                 self._caught_up = nxt is None
+                if nxt is None and head is not None:
+                    quiet = (end.file, end.pos, head)
             except SparkCdcError as err:
                 log.warning("progress probe failed: %s", err.message)
             self._report()

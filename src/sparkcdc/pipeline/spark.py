@@ -203,6 +203,7 @@ def get_spark(
         builder = builder.config(k, v)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(settings["spark.log.level"])
+    use_filesystem_checkpoints(spark)
     if id(spark) not in _registered:
         from sparkcdc.pipeline.source import BinlogDataSource
 
@@ -220,6 +221,36 @@ PLANNER_MODULES = frozenset(
     }
 )
 """The Python modules Spark runs on the driver to plan a Python data source (before a query's first batch)."""
+
+
+CHECKPOINT_FILE_MANAGER_KEY = "spark.sql.streaming.checkpointFileManagerClass"
+CHECKPOINT_FILE_MANAGERS = (
+    "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager",
+    "org.apache.spark.sql.execution.streaming.FileSystemBasedCheckpointFileManager",
+)
+"""Spark's checkpoint file manager over Hadoop's ``FileSystem`` API, where Spark 4.1+ and 4.0 keep it."""
+
+
+def use_filesystem_checkpoints(spark: Any) -> str | None:
+    """Write the streaming offset and commit logs through ``FileSystem`` (unless configured otherwise).
+
+    Spark's default manager goes through ``FileContext``, which on a local disk without Hadoop's
+    native library runs ``chmod`` and ``readlink`` as child processes of the driver JVM for every
+    log file: several forks of the JVM per micro-batch, the larger part of what an idle changefeed
+    cost (bench/density). The ``FileSystem`` manager renames its temporary file into place, which
+    is atomic on a local disk. Returns the class set, None when it was left alone.
+    """
+    if spark.conf.get(CHECKPOINT_FILE_MANAGER_KEY, None):
+        return None
+    forname = spark.sparkContext._jvm.java.lang.Class.forName
+    for name in CHECKPOINT_FILE_MANAGERS:
+        try:
+            forname(name)
+        except Exception:  # not in this Spark: the next place
+            continue
+        spark.conf.set(CHECKPOINT_FILE_MANAGER_KEY, name)
+        return name
+    return None
 
 
 def release_planner_workers(spark: Any) -> list[str]:

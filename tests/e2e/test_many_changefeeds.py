@@ -52,6 +52,10 @@ def test_twenty_changefeeds_created_at_once(mariadb: LocalMariaDB, tmp_path: Pat
     sinks = {f"cf-{i}": tmp_path / f"sink-{i}" for i in range(N)}
     tables = {f"cf-{i}": f"t{i}" for i in range(N)} | {"cf-mysql": "tm"}
     with LocalMariaDB(binlog=False) as down:
+        # the tables exist before the changefeeds start: the MySQL sink's one is created by hand
+        down.execute(
+            f"CREATE DATABASE {SCHEMA}", f"CREATE TABLE {SCHEMA}.tm (id INT PRIMARY KEY, v VARCHAR(40))"
+        )
         server = ServerProc(f"sqlite:///{tmp_path / 'meta.db'}", tmp_path, lease=10).start(timeout=120)
         try:
             bodies: dict[str, dict[str, Any]] = {

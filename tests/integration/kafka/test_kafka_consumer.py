@@ -80,6 +80,17 @@ class Model:
         return checkpoint
 
 
+def replay_once(kafka: LocalTansu, topic: str, mariadb: LocalMariaDB) -> Any:
+    """The Kafka consumer over everything the topic holds, into ``mariadb``."""
+    return run_kafka_consumer(
+        kafka.sink_uri(topic, "protocol=canal-json"),
+        downstream(mariadb),
+        ReplicaConfig(),
+        once=True,
+        timeout=60,
+    )
+
+
 def norm(row: tuple[Any, ...]) -> tuple[Any, ...]:
     return tuple(Decimal(v).quantize(Decimal("0.01")) if isinstance(v, (Decimal, float)) else v for v in row)
 
@@ -292,13 +303,7 @@ def test_a_resent_batch_is_dropped_by_commit_ts_fallback(
     # the first attempt reaches Kafka but its driver dies before the watermark; the retry re-sends it all
     run_batch(sink, items, 2, 0, commit=False)
     m.flush()
-    stats = run_kafka_consumer(
-        kafka.sink_uri(topic, "protocol=canal-json"),
-        downstream(mariadb),
-        ReplicaConfig(),
-        once=True,
-        timeout=60,
-    )
+    stats = replay_once(kafka, topic, mariadb)
     # T1, T2 re-sent are below the partition's largest commit_ts; T3's copy cannot be told apart
     assert stats.rows_dropped == 4 and stats.rows == 8
     check_equal(mariadb, m)
@@ -323,13 +328,7 @@ def test_a_batch_resent_after_its_watermark_is_dropped_whole(
     resent = KafkaSink(kafka.sink_uri(topic, query), ReplicaConfig(), "cf")  # the restarted run's sink
     resent.check()
     run_batch(resent, items, 1, checkpoint)
-    stats = run_kafka_consumer(
-        kafka.sink_uri(topic, "protocol=canal-json"),
-        downstream(mariadb),
-        ReplicaConfig(),
-        once=True,
-        timeout=60,
-    )
+    stats = replay_once(kafka, topic, mariadb)
     assert stats.rows == 3 and stats.rows_dropped == 3, stats
     check_equal(mariadb, m)
 
@@ -365,13 +364,7 @@ def test_a_resent_transaction_of_a_table_without_a_key_is_applied_once(
     m.txn(("k", "U", (2, "y"), (2, "w")), ("k", "I", None, (4, "v")))
     run_batch(sink, list(m.items), 4, 0, commit=False)
     m.flush()
-    stats = run_kafka_consumer(
-        kafka.sink_uri(topic, "protocol=canal-json"),
-        downstream(mariadb),
-        ReplicaConfig(),
-        once=True,
-        timeout=60,
-    )
+    stats = replay_once(kafka, topic, mariadb)
     got = sorted(mariadb.query(f"SELECT a, b FROM `{fresh_db}`.k"))
     assert got == [(1, "x"), (2, "w"), (3, "z"), (4, "v")], (got, stats)
     assert stats.rows_dropped == 6, stats

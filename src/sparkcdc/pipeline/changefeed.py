@@ -246,11 +246,14 @@ class RunningChangefeed:
         finally:
             self._probe.close()
 
-    def _probe_backlog(self) -> None:
+    def _probe_backlog(self) -> bool:
+        """List the binlog files' sizes now; False when the upstream did not answer."""
         try:
             self._probe.probe()
         except SparkCdcError as err:
             log.warning("binlog size probe failed: %s", err.message)
+            return False
+        return True
 
     def _watch(self, scanner: Any) -> None:
         from sparkcdc.pipeline.backlog import head_of
@@ -260,10 +263,10 @@ class RunningChangefeed:
         while not self._stopped.wait(1.0):
             if self.query is not None and not self.query.isActive:
                 break
-            self._probe_backlog()
+            listed = self._probe_backlog()
             # The head the probe just listed: while it stays where a scan from the same end found
             # nothing, nothing was written since, and no binlog dump is opened to say so.
-            end, head = self.last_end, head_of(self._probe.files)
+            end, head = self.last_end, head_of(self._probe.files) if listed else None
             if head is not None and (head == (end.file, end.pos) or quiet == (end.file, end.pos, head)):
                 self._caught_up = True
                 self._report()

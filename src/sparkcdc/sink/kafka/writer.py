@@ -233,26 +233,11 @@ class KafkaPartitionWriter(PartitionWriter):
         self._seq[(topic, partition)] = n + 1
         return [(ROW_SEQ_HEADER, b"%d" % n)]
 
-    def _produce_keyless(self, rows: list[RowChange], table: TableInfo, tr: _TableRoute) -> None:
-        """The rows of a table without a handle key, each message with its ``ROW_SEQ_HEADER``."""
-        values = tr.encode_rows(rows) if tr.encode_rows is not None else None
-        for i, row in enumerate(rows):
-            partition = tr.fixed_partition
-            if partition is None:
-                partition = tr.dispatcher.partition(row, table, tr.num_partitions)
-            messages: list[tuple[bytes | None, bytes | None]] = (
-                [(None, values[i])] if values is not None else self.encoder.encode_row(row, table, tr.topic)
-            )
-            for key, payload in self.large.check(self.encoder, row, table, messages):
-                self.tracker.produce(
-                    tr.topic, partition, key, payload, self._row_seq(row.commit_ts, tr.topic, partition)
-                )
-
     def _produce_run(self, rows: list[RowChange], table: TableInfo, tr: _TableRoute) -> None:
         """A run's messages encoded in one call, produced keyless (the common case inline)."""
         assert tr.encode_rows is not None
         if tr.keyless:
-            self._produce_keyless(rows, table, tr)
+            self._produce_rows(rows, table, tr, tr.encode_rows(rows))
             return
         values = tr.encode_rows(rows)
         tracker = self.tracker
@@ -283,18 +268,22 @@ class KafkaPartitionWriter(PartitionWriter):
             tracker.sent += sent
             tracker.bytes += nbytes
 
-    def _produce_rows(self, rows: list[RowChange], table: TableInfo, tr: _TableRoute) -> None:
-        """Row by row, for protocols without a run encoder (Avro: keyed messages)."""
-        if tr.keyless:
-            self._produce_keyless(rows, table, tr)
-            return
-        for row in rows:
+    def _produce_rows(
+        self, rows: list[RowChange], table: TableInfo, tr: _TableRoute, values: list[bytes] | None = None
+    ) -> None:
+        """Row by row: for protocols without a run encoder (Avro: keyed messages), and for a table
+        without a handle key, whose messages each carry their ``ROW_SEQ_HEADER`` (``values``: the
+        run encoder's, when the protocol has one)."""
+        for i, row in enumerate(rows):
             partition = tr.fixed_partition
             if partition is None:
                 partition = tr.dispatcher.partition(row, table, tr.num_partitions)
-            messages = self.encoder.encode_row(row, table, tr.topic)
+            messages: list[tuple[bytes | None, bytes | None]] = (
+                [(None, values[i])] if values is not None else self.encoder.encode_row(row, table, tr.topic)
+            )
             for key, payload in self.large.check(self.encoder, row, table, messages):
-                self.tracker.produce(tr.topic, partition, key, payload)
+                headers = self._row_seq(row.commit_ts, tr.topic, partition) if tr.keyless else None
+                self.tracker.produce(tr.topic, partition, key, payload, headers)
 
     def close(self) -> dict[str, Any]:
         """Send the last transaction, wait for every acknowledgement, report what was written."""

@@ -49,46 +49,40 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+sys.path.insert(0, str(ROOT / "bench"))
+
+from common import MB, TreeSampler  # noqa: E402
 from tests.integration.server.conftest import ServerProc  # noqa: E402
 
 from sparkcdc.services.common import wait_until  # noqa: E402
 from sparkcdc.services.mariadb import LocalMariaDB  # noqa: E402
-
-MB = 2**20
 
 
 def _load() -> str:
     return f"load {os.getloadavg()[0]:.2f}"
 
 
-def _tree(pid: int) -> list[psutil.Process]:
-    try:
-        root = psutil.Process(pid)
-        return [root, *root.children(recursive=True)]
-    except psutil.NoSuchProcess:
-        return []
-
-
-class TreeMeter:
-    """CPU seconds and RSS of a server's process tree (its Spark JVM and Python workers), sampled each second."""
+class TreeCpu:
+    """CPU seconds of a server's process tree (its Spark JVM and Python workers), sampled when asked."""
 
     def __init__(self, pid: int) -> None:
         self.pid = pid
         self.cpu: dict[int, float] = {}
-        self.rss_peak = 0
 
-    def sample(self) -> tuple[float, int]:
-        """(CPU seconds so far of every process seen, RSS now)."""
-        rss = 0
-        for p in _tree(self.pid):
+    def sample(self) -> float:
+        """CPU seconds so far of every process of the tree seen in any sample."""
+        try:
+            root = psutil.Process(self.pid)
+            procs = [root, *root.children(recursive=True)]
+        except psutil.NoSuchProcess:
+            procs = []
+        for p in procs:
             try:
                 t = p.cpu_times()
-                self.cpu[p.pid] = t.user + t.system
-                rss += p.memory_info().rss
             except psutil.Error:
                 continue
-        self.rss_peak = max(self.rss_peak, rss)
-        return sum(self.cpu.values()), rss
+            self.cpu[p.pid] = t.user + t.system
+        return sum(self.cpu.values())
 
 
 def _metric_sum(url: str, name: str) -> float:
@@ -161,7 +155,11 @@ def run_size(up: LocalMariaDB, work: Path, n: int, idle: float, writes: int) -> 
     )
     out: dict[str, Any] = {"n": n}
     try:
-        meter = TreeMeter(server.proc.pid if server.proc else 0)
+        pid = server.proc.pid if server.proc else 0
+        meter = TreeCpu(pid)
+        # RSS of the tree every second (bench/common's sampler; PSS, which costs CPU, not read)
+        sizes = TreeSampler(pid, interval=1.0, pss_every=1 << 30)
+        sizes.start()
         sinks = [work / f"sink-{i}" for i in range(n)]
         errors: list[str] = []
 
@@ -217,7 +215,7 @@ def run_size(up: LocalMariaDB, work: Path, n: int, idle: float, writes: int) -> 
         # idle: let the starts settle, then measure
         time.sleep(10)
         load0 = _load()
-        cpu0, _ = meter.sample()
+        cpu0 = meter.sample()
         busy0, up0 = _machine_busy(), _upstream_cpu(up)
         conns0 = _connections(up)
         dumps: list[int] = []
@@ -226,7 +224,9 @@ def run_size(up: LocalMariaDB, work: Path, n: int, idle: float, writes: int) -> 
             dumps.append(_dump_threads(up))
             meter.sample()
             time.sleep(1)
-        cpu1, rss = meter.sample()
+        cpu1 = meter.sample()
+        sizes.sample()
+        rss = sizes.samples[-1].rss
         out["conns_per_s"] = (_connections(up) - conns0 - len(dumps)) / idle  # less the bench's own
         out["idle_cpu_pct"] = 100 * (cpu1 - cpu0) / idle
         # the whole machine (processes that lived less than a sample included) and the upstream alone
@@ -277,7 +277,7 @@ def run_size(up: LocalMariaDB, work: Path, n: int, idle: float, writes: int) -> 
         lat = sorted(latencies)
         out["p50"] = lat[len(lat) // 2] if lat else float("nan")
         out["p99"] = lat[min(len(lat) - 1, int(len(lat) * 0.99))] if lat else float("nan")
-        out["rss_peak_mb"] = meter.rss_peak / MB
+        out["rss_peak_mb"] = sizes.stop().peak_rss / MB
     finally:
         server.stop()
     return out

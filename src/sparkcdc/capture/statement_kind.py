@@ -17,7 +17,7 @@ from __future__ import annotations
 import enum
 import re
 
-__all__ = ["StatementKind", "classify", "savepoint_name", "subject", "xa_xid"]
+__all__ = ["StatementKind", "classify", "keywords", "savepoint_name", "subject", "xa_xid"]
 
 
 class StatementKind(enum.Enum):
@@ -152,6 +152,12 @@ def _match(query: str) -> tuple[StatementKind, str, int]:
         else:
             return StatementKind.UNKNOWN, head, 0
     return StatementKind.UNKNOWN, head, 0
+
+
+def keywords(query: str, n: int = 3) -> str:
+    """The first ``n`` words of a statement, comments taken out: enough to name it in a message
+    without its values (``CREATE USER ... IDENTIFIED BY 'secret'`` is logged with its password)."""
+    return " ".join(_head(query).split()[:n])
 
 
 def classify(query: str) -> StatementKind:

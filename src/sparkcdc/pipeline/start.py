@@ -157,7 +157,7 @@ def _tables_at_a_position(
         ddl = ddl_between(up, Offset(file, pos, ts), (file_seq(after[0]), after[1]))
         if ddl is None:
             return catalog, ts, file, pos
-        last = f"{ddl[1]!r} at {ddl[0]}"
+        last = f"{ddl[1]} ... at {ddl[0]}"
         log.info("DDL %s was logged while the table definitions were read: reading them again", last)
     raise TransientError(
         f"DDL kept running while the upstream's table definitions were read ({BOOTSTRAP_ATTEMPTS} "
@@ -168,8 +168,10 @@ def _tables_at_a_position(
 
 def ddl_between(up: UpstreamConfig, start: Offset, end: tuple[int, int]) -> tuple[str, str] | None:
     """The first DDL of a transaction that ends after ``start`` and at or before ``end``:
-    ``(its position, the statement)``, or None."""
+    ``(its position, the statement's first words)``, or None (the words, not the statement: an
+    account statement carries a password)."""
     from sparkcdc.capture.reader import Scanner
+    from sparkcdc.capture.statement_kind import keywords
 
     if start.key() >= end:
         return None
@@ -177,5 +179,5 @@ def ddl_between(up: UpstreamConfig, start: Offset, end: tuple[int, int]) -> tupl
         if txn.end.key() > end:
             break
         if txn.queries:
-            return f"{txn.start.file}:{txn.start.pos}", txn.queries[0][1]
+            return f"{txn.start.file}:{txn.start.pos}", keywords(txn.queries[0][1])
     return None

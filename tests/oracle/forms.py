@@ -13,6 +13,7 @@ import os
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pymysql
@@ -361,6 +362,41 @@ def load_data(up: LocalMariaDB, db: str) -> None:
         )
     finally:
         os.unlink(name)
+
+
+def load_data_server(up: LocalMariaDB, db: str) -> None:
+    """Server-side LOAD DATA INFILE (the server reads the file): column lists with SET, IGNORE over
+    duplicate keys, a keyless table, and SELECT ... INTO OUTFILE loaded back into a copy."""
+    create_db(
+        up,
+        db,
+        "CREATE TABLE t (id INT PRIMARY KEY, name VARCHAR(40), score DECIMAL(6,2) NULL, loaded INT)",
+        "CREATE TABLE copy_t LIKE t",
+        "CREATE TABLE nokey (a INT, b VARCHAR(10))",
+    )
+    files = Path(up.tmpdir) / f"{db}-load"
+    files.mkdir(parents=True, exist_ok=True)
+    first, dup, nokey, out = (files / n for n in ("first.csv", "dup.csv", "nokey.tsv", "out.txt"))
+    first.write_text('id,name,score\n1,"ann",1.50\n2,"bob, jr.",\\N\n3,"chloé",99.99\n', encoding="utf-8")
+    dup.write_text('2,"bob again",7\n4,"dan",4.25\n', encoding="utf-8")
+    nokey.write_text("1\tx\n1\tx\n2\t\\N\n", encoding="utf-8")
+    fields = "FIELDS TERMINATED BY ',' OPTIONALLY ENCLOSED BY '\"'"
+    sql(
+        up,
+        db,
+        f"LOAD DATA INFILE '{first}' INTO TABLE t CHARACTER SET utf8mb4 {fields} IGNORE 1 LINES "
+        "(id, @name, score) SET name = UPPER(@name), loaded = 1",
+        f"LOAD DATA INFILE '{dup}' IGNORE INTO TABLE t CHARACTER SET utf8mb4 {fields} "
+        "(id, name, score) SET loaded = 2",
+        f"LOAD DATA INFILE '{nokey}' INTO TABLE nokey",
+        f"SELECT * FROM t ORDER BY id INTO OUTFILE '{out}'",
+        f"LOAD DATA INFILE '{out}' INTO TABLE copy_t",
+        "BEGIN",
+        f"LOAD DATA INFILE '{dup}' REPLACE INTO TABLE copy_t CHARACTER SET utf8mb4 {fields} "
+        "(id, name, score) SET loaded = 3",
+        "UPDATE copy_t SET score = score + 1 WHERE id = 4",
+        "COMMIT",
+    )
 
 
 def trigger_writes(up: LocalMariaDB, db: str) -> None:
@@ -928,6 +964,7 @@ FORMS: list[Form] = [
     Form("multi_table_update", multi_table_update),
     Form("multi_table_delete", multi_table_delete),
     Form("load_data", load_data),
+    Form("load_data_server", load_data_server),
     Form("trigger_writes", trigger_writes),
     Form("procedure_writes", procedure_writes),
     Form("flush_binary_logs", flush_binary_logs),

@@ -25,11 +25,12 @@ def parse_spark_conf(pairs: list[str]) -> dict[str, str]:
 def run(args: argparse.Namespace) -> int:
     """Start the server and serve until interrupted."""
     from sparkcdc.server.main import ServerOptions, run_server
+    from sparkcdc.server.runner import default_server_master
 
     opts = ServerOptions(
         listen=args.listen,
         meta_uri=args.meta_uri,
-        spark_master=args.spark_master,
+        spark_master=args.spark_master or default_server_master(),
         spark_conf=parse_spark_conf(args.spark_conf),
         auth_token=args.auth_token,
         lease_seconds=args.lease_seconds,
@@ -53,7 +54,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=os.environ.get("SPARKCDC_META_URI", "sqlite:///sparkcdc-meta.db"),
         help="meta database: sqlite:///path (one server) or postgresql://user:pass@host:port/db (several servers)",
     )
-    p.add_argument("--spark-master", default="local[2]", help="Spark master URL (default %(default)s)")
+    p.add_argument(
+        "--spark-master",
+        default=None,
+        help="Spark master URL (default local[4 x cores]: a sink waiting on its downstream holds its task slots)",
+    )
     p.add_argument(
         "--spark-conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark setting"
     )

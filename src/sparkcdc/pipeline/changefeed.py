@@ -32,7 +32,7 @@ from sparkcdc.pipeline.backlog import BacklogProbe, backlog_of
 from sparkcdc.pipeline.plan import SourceSpec
 from sparkcdc.pipeline.resume import drop_stale_spark_log
 from sparkcdc.pipeline.source import SEGMENTS_DIR_OPTION
-from sparkcdc.pipeline.spark import release_planner_workers
+from sparkcdc.pipeline.spark import changefeed_tasks, release_planner_workers, use_changefeed_pool
 from sparkcdc.pipeline.spec import ChangefeedSpec
 from sparkcdc.pipeline.start import bootstrap_history, resolve_start
 from sparkcdc.pipeline.state import (
@@ -482,7 +482,7 @@ def start_changefeed(
         event_filters=rule_specs(cfg.filter.event_filters),
         time_zone=cfg.time_zone,
         max_batch_bytes=spec.max_batch_bytes,
-        parallelism=max(1, int(spark.sparkContext.defaultParallelism)),
+        parallelism=changefeed_tasks(spark),
         bootstrap_ts=bootstrap_ts,
         bootstrap_pos=bootstrap_pos,
         first_batch=_planned_from(state, running.last_end),
@@ -506,6 +506,8 @@ def start_changefeed(
         before_resolved=running.save_resolved,
         before_write=running.save_planned,
     )
+    # this changefeed's jobs (its snapshot's, then every batch of its query) in a pool of its own
+    use_changefeed_pool(spark, spec.changefeed_id)
     if cfg.snapshot.mode == "initial":
         from sparkcdc.pipeline.snapshot import MetaRangeStore, run_initial_snapshot, snapshot_progress
 

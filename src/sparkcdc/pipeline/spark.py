@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from sparkcdc.errors import ConfigError
+
 log = logging.getLogger(__name__)
 
 LOG4J2_CONFIG = Path(__file__).resolve().parent / "log4j2.properties"
@@ -210,6 +212,44 @@ def get_spark(
         spark.dataSource.register(BinlogDataSource)
         _registered.add(id(spark))
     return spark
+
+
+CHANGEFEED_TASKS_KEY = "spark.sparkcdc.changefeedTasks"
+"""How many Spark tasks one changefeed's batch runs at once (segments, writers, snapshot ranges).
+
+Unset, Spark's default parallelism: every task slot, which is right for ``sparkcdc run`` (one
+changefeed). A server sets it below its slots (``server.runner.server_spark_conf``), so that the
+changefeeds whose sinks hang in a request cannot hold every slot between them."""
+
+SCHEDULER_POOL_KEY = "spark.scheduler.pool"
+
+
+def changefeed_tasks(spark: Any) -> int:
+    """The task slots one changefeed's batch may use (``CHANGEFEED_TASKS_KEY``), at least 1."""
+    slots = max(1, int(spark.sparkContext.defaultParallelism))
+    raw = spark.conf.get(CHANGEFEED_TASKS_KEY, None)
+    if raw is None:
+        return slots
+    try:
+        cap = int(str(raw).strip())
+    except ValueError:
+        cap = 0
+    if cap < 1:
+        raise ConfigError(
+            f"invalid --spark-conf {CHANGEFEED_TASKS_KEY}={raw}: give a whole number of tasks, at least 1"
+        )
+    return min(cap, slots)
+
+
+def use_changefeed_pool(spark: Any, changefeed_id: str) -> None:
+    """Run this thread's next Spark jobs and streaming query in the changefeed's own scheduler pool.
+
+    Under ``spark.scheduler.mode=FAIR`` (a server's default) a free task slot goes to the pool
+    with the fewest running tasks, so a changefeed with a batch waiting is not queued behind
+    another changefeed's whole batch. A streaming query keeps the pool of the thread that started
+    it, for every batch (its ``foreachBatch`` jobs included). Harmless under FIFO.
+    """
+    spark.sparkContext.setLocalProperty(SCHEDULER_POOL_KEY, f"sparkcdc-{changefeed_id}")
 
 
 PLANNER_MODULES = frozenset(

@@ -15,7 +15,7 @@ import fsspec
 from sparkcdc import failpoint
 from sparkcdc.model import RowChange, TableInfo
 from sparkcdc.pipeline.plan import ddls_of, offset_of
-from sparkcdc.pipeline.spark import map_in_arrow
+from sparkcdc.pipeline.spark import changefeed_tasks, map_in_arrow
 from sparkcdc.sink.base import PartitionWriter, Sink, WriterContext, table_route
 
 log = logging.getLogger(__name__)
@@ -515,7 +515,7 @@ class BatchWriter:
                     ).cast("int"),
                 )
             # Several route groups may share a Spark task: the writer function keeps one writer per group.
-            tasks = min(n, max(1, int(df.sparkSession.sparkContext.defaultParallelism)))
+            tasks = min(n, changefeed_tasks(df.sparkSession))
             shaped = routed.repartition(tasks, "route").sortWithinPartitions("commit_ts", "seq")
         out = map_in_arrow(
             shaped, make_writer(sink, tables, self.changefeed_id, batch_id, replay), "msg string"

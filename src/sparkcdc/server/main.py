@@ -23,6 +23,7 @@ from sparkcdc.server.runner import (
     ChangefeedRunner,
     SparkChangefeedRunner,
     check_spark_master,
+    default_server_master,
     probe_spark_master,
 )
 from sparkcdc.server.scheduler import Scheduler
@@ -37,7 +38,7 @@ class ServerOptions:
 
     listen: str = "127.0.0.1:8300"
     meta_uri: str = ""
-    spark_master: str = "local[2]"
+    spark_master: str = field(default_factory=default_server_master)
     spark_conf: dict[str, str] = field(default_factory=dict)
     auth_token: str | None = None
     lease_seconds: float = 10.0

@@ -7,6 +7,7 @@ as a streaming query in this server's SparkSession (created on first use).
 from __future__ import annotations
 
 import logging
+import os
 import re
 import socket
 import threading
@@ -62,6 +63,46 @@ def standalone_masters(master: str) -> list[tuple[str, int]]:
         if hm is not None:
             out.append((hm.group(1).strip("[]"), int(hm.group(2))))
     return out
+
+
+SLOTS_PER_CORE = 4
+"""Task slots of a server's default local master per core of its host (see ``server_spark_conf``)."""
+
+
+def host_cores() -> int:
+    """The cores this process may run on."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def default_server_master() -> str:
+    """``local[SLOTS_PER_CORE x cores]``: the default ``--spark-master`` of a server."""
+    return f"local[{SLOTS_PER_CORE * host_cores()}]"
+
+
+def server_spark_conf(master: str, conf: dict[str, str]) -> dict[str, str]:
+    """The Spark settings of a server's session: ``conf`` (the ``--spark-conf`` flags) over the
+    server's own.
+
+    A server runs many changefeeds in one Spark application, and a sink waiting on its downstream
+    (an HTTP request, a MySQL lock, a broker) holds its task slots meanwhile. So:
+    - the scheduler is FAIR, with one pool per changefeed (``pipeline.spark.use_changefeed_pool``):
+      a free slot goes to the changefeed with the fewest running tasks, not to the next task of a
+      changefeed that queued a large batch first;
+    - under a local master, one changefeed's batch runs at most as many tasks at once as the host
+      has cores (``pipeline.spark.CHANGEFEED_TASKS_KEY``): its decoding gains nothing from more,
+      and the default master has ``SLOTS_PER_CORE`` slots per core, so the changefeeds whose sinks
+      hang cannot take every slot until ``SLOTS_PER_CORE - 1`` of them hang at once with a full
+      batch each (a 1-writer sink, HTTP or Kafka, holds one slot).
+    """
+    from sparkcdc.pipeline.spark import CHANGEFEED_TASKS_KEY
+
+    out = {"spark.scheduler.mode": "FAIR"}
+    if master.strip().startswith("local") and CHANGEFEED_TASKS_KEY not in conf:
+        out[CHANGEFEED_TASKS_KEY] = str(host_cores())
+    return {**out, **conf}
 
 
 def probe_spark_master(master: str, timeout: float = MASTER_PROBE_SECONDS) -> str | None:
@@ -137,9 +178,9 @@ class SparkChangefeedRunner:
     """Runs each changefeed as a streaming query in one lazily created SparkSession."""
 
     def __init__(
-        self, master: str = "local[2]", app_name: str = "sparkcdc-server", conf: dict[str, str] | None = None
+        self, master: str | None = None, app_name: str = "sparkcdc-server", conf: dict[str, str] | None = None
     ) -> None:
-        self.master = master
+        self.master = master or default_server_master()
         self.app_name = app_name
         self.conf = dict(conf or {})
         self._spark: Any = None
@@ -159,7 +200,7 @@ class SparkChangefeedRunner:
                 from sparkcdc.pipeline.spark import get_spark
 
                 log.info("starting SparkSession (master %s)", self.master)
-                conf = dict(self.conf)
+                conf = server_spark_conf(self.master, self.conf)
                 if self.master.startswith("local"):
                     # Keep a local driver on the loopback interface (not the host's first address).
                     conf.setdefault("spark.driver.host", "127.0.0.1")

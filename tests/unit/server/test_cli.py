@@ -52,7 +52,7 @@ def test_every_verb_is_registered() -> None:
         assert callable(args.func) and args.server == "http://127.0.0.1:8300" and args.output == "json"
     assert callable(parser.parse_args(["cli", "capture", "list"]).func)
     srv = parser.parse_args(["server"])
-    assert (srv.listen, srv.lease_seconds, srv.spark_master) == ("127.0.0.1:8300", 10.0, "local[2]")
+    assert (srv.listen, srv.lease_seconds, srv.spark_master) == ("127.0.0.1:8300", 10.0, None)
     assert parser.parse_args(["cli", "changefeed", "list"]).namespace is None
     assert parser.parse_args(["cli", "changefeed", "query", "-c", "a"]).namespace == "default"
 

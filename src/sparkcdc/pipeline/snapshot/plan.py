@@ -21,6 +21,7 @@ from sparkcdc.capture.offset import Offset
 from sparkcdc.capture.upstream import UpstreamConfig
 from sparkcdc.errors import ConfigError, TransientError
 from sparkcdc.model import TableInfo
+from sparkcdc.pipeline.spark import changefeed_tasks
 from sparkcdc.pipeline.state import StateDir, open_history_store, state_dir
 
 log = logging.getLogger(__name__)
@@ -440,7 +441,7 @@ class SnapshotJob:
     def task_slots(self) -> int:
         """How many ranges are read at once."""
         par = self.options.parallelism
-        return par if par > 0 else max(1, int(self.spark.sparkContext.defaultParallelism))
+        return par if par > 0 else changefeed_tasks(self.spark)
 
     def range_rows_for(self, estimated: int) -> int:
         """Rows per planned range: enough ranges for every task slot, a few chunks each."""

@@ -2,7 +2,9 @@
 
 Binlog table maps give each text column's collation id (optional metadata DEFAULT_CHARSET /
 COLUMN_CHARSET, and ENUM_AND_SET_* for ENUM and SET elements). ``COLLATION_IDS`` lists every id
-of MariaDB 10.11 (``information_schema.COLLATIONS``) and MySQL 8.4's additions (gb18030, the
+of MariaDB 10.11 (``information_schema.COLLATION_CHARACTER_SET_APPLICABILITY``: the UCA 14.0
+collations from 2048 up too, which ``COLLATIONS`` leaves out; and ``filename``, 17, the server's
+charset of file names, which a column may be declared in) and MySQL 8.4's additions (gb18030, the
 ``utf8mb4_0900`` collations, ``utf8mb3_tolower_ci``); the two never give one id two charsets.
 
 A charset is read with the codec whose table is the server's: MySQL's ``latin1`` is cp1252 with
@@ -34,6 +36,7 @@ COLLATION_IDS: dict[str, tuple[int | tuple[int, int], ...]] = {
     "cp932": ((95, 96), (1119, 1120)),
     "dec8": (3, 69, 1027, 1093),
     "eucjpms": ((97, 98), (1121, 1122)),
+    "filename": (17,),
     "euckr": (19, 85, 1043, 1109),
     "gb18030": ((248, 250),),
     "gb2312": (24, 86, 1048, 1110),
@@ -54,13 +57,23 @@ COLLATION_IDS: dict[str, tuple[int | tuple[int, int], ...]] = {
     "sjis": (13, 88, 1037, 1112),
     "swe7": (10, 82, 1034, 1106),
     "tis620": (18, 89, 1042, 1113),
-    "ucs2": (35, 90, (128, 151), 159, (640, 642), 1059, 1114, 1152, 1174),
+    "ucs2": (35, 90, (128, 151), 159, (640, 642), 1059, 1114, 1152, 1174, (2560, 2727), (2744, 2759)),
     "ujis": (12, 91, 1036, 1115),
-    "utf16": ((54, 55), (101, 124), (672, 674), (1078, 1079), 1125, 1147),
+    "utf16": ((54, 55), (101, 124), (672, 674), (1078, 1079), 1125, 1147, (2816, 2983), (3000, 3015)),
     "utf16le": (56, 62, 1080, 1086),
-    "utf32": ((60, 61), (160, 183), (736, 738), (1084, 1085), 1184, 1206),
-    "utf8mb3": (33, 76, 83, (192, 215), 223, (576, 578), 1057, 1107, 1216, 1238),
-    "utf8mb4": ((45, 46), (224, 247), (255, 323), (608, 610), (1069, 1070), 1248, 1270),
+    "utf32": ((60, 61), (160, 183), (736, 738), (1084, 1085), 1184, 1206, (3072, 3239), (3256, 3271)),
+    "utf8mb3": (33, 76, 83, (192, 215), 223, (576, 578), 1057, 1107, 1216, 1238, (2048, 2215), (2232, 2247)),
+    "utf8mb4": (
+        (45, 46),
+        (224, 247),
+        (255, 323),
+        (608, 610),
+        (1069, 1070),
+        1248,
+        1270,
+        (2304, 2471),
+        (2488, 2503),
+    ),
 }
 
 CODECS: dict[str, str] = {
@@ -103,7 +116,8 @@ CODECS: dict[str, str] = {
 """The Python codec of each charset that has one with the server's table."""
 
 NO_CODEC = frozenset(COLLATION_IDS) - frozenset(CODECS)
-"""Charsets Python has no codec with the server's table for (dec8, swe7, keybcs2, armscii8, geostd8, eucjpms)."""
+"""Charsets Python has no codec with the server's table for (dec8, swe7, keybcs2, armscii8, geostd8,
+eucjpms, filename)."""
 
 _CHARSET_OF: dict[int, str] = {}
 for _name, _ids in COLLATION_IDS.items():

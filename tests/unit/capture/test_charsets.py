@@ -16,7 +16,7 @@ from sparkcdc.errors import DecodeError
 
 def test_every_listed_charset_has_a_codec_or_is_refused() -> None:
     assert set(c.CODECS) | c.NO_CODEC == set(c.COLLATION_IDS)
-    assert c.NO_CODEC == {"armscii8", "dec8", "eucjpms", "geostd8", "keybcs2", "swe7"}
+    assert c.NO_CODEC == {"armscii8", "dec8", "eucjpms", "filename", "geostd8", "keybcs2", "swe7"}
     for codec in c.CODECS.values():
         if codec != "binary":
             "x".encode(codec)  # every codec exists
@@ -34,6 +34,10 @@ def test_every_listed_charset_has_a_codec_or_is_refused() -> None:
         (33, "utf-8"),
         (255, "utf-8"),
         (1270, "utf-8"),
+        (2048, "utf-8"),  # utf8mb3_uca1400_ai_ci (MariaDB 10.10+)
+        (2304, "utf-8"),  # utf8mb4_uca1400_ai_ci
+        (2560, "utf-16-be"),  # ucs2_uca1400_ai_ci
+        (3271, "utf-32-be"),  # utf32_uca1400_croatian_nopad_as_cs
         (63, "binary"),
         (248, "gb18030"),
     ],

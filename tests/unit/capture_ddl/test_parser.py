@@ -469,3 +469,17 @@ def test_create_table_like() -> None:
 )
 def test_format_real_matches_my_gcvt(x: float, type_: str, text: str) -> None:
     assert format_real(x, type_, None) == text
+
+
+def test_column_references_with_and_without_a_constraint_name() -> None:
+    # main/foreign_key.test: MariaDB parses and ignores a column's REFERENCES, named or not
+    t = parse_create_table(
+        "create table t1 (a int not null references t2, "
+        "b int not null constraint t2_c references t2 (c) on delete cascade, "
+        "c int constraint positive check (c > 0), "
+        "primary key (a,b), foreign key (a) references t3 match full, "
+        "foreign key (a,b) references t3 (c,d) on delete no action on update no action)",
+        "db",
+    )
+    assert list(t.column_names) == ["a", "b", "c"]
+    assert (t.indexes[0].name, tuple(t.indexes[0].columns)) == ("PRIMARY", ("a", "b"))

@@ -427,8 +427,12 @@ class DefinitionParser(TokenCursor):
                 self.i += 1
             col.generated = True
         elif w in ("CHECK", "CONSTRAINT"):
-            if self.accept_kw("CONSTRAINT") and not self.is_kw("CHECK"):
+            if self.accept_kw("CONSTRAINT") and not self.is_kw("CHECK") and not self.is_kw("REFERENCES"):
                 self.next()
+            if self.is_kw("REFERENCES"):  # [CONSTRAINT name] REFERENCES ...: parsed, and ignored by the server
+                self.skip_references()
+                col.references = True
+                return True
             self.expect_kw("CHECK")
             inner = self.skip_parens()
             if _is_json_valid_of(inner, col.name):

@@ -429,7 +429,9 @@ class DefinitionParser(TokenCursor):
         elif w in ("CHECK", "CONSTRAINT"):
             if self.accept_kw("CONSTRAINT") and not self.is_kw("CHECK") and not self.is_kw("REFERENCES"):
                 self.next()
-            if self.is_kw("REFERENCES"):  # [CONSTRAINT name] REFERENCES ...: parsed, and ignored by the server
+            if self.is_kw(
+                "REFERENCES"
+            ):  # [CONSTRAINT name] REFERENCES ...: parsed, and ignored by the server
                 self.skip_references()
                 col.references = True
                 return True

@@ -561,3 +561,29 @@ def test_progress_of_a_split_transaction_replays_it_in_safe_mode(
         assert ap.stats.rows_skipped == 5
     assert downstream.query(f"SELECT COUNT(*) FROM `{down_db}`.t1") == [(4,)]
     assert downstream.query(f"SELECT COUNT(*) FROM `{down_db}`.t2") == [(1,)]
+
+
+def test_a_ddl_of_unknown_mode_keeps_zero_values_when_renumbering_them_collides(
+    downstream: LocalMariaDB, down_db: str, conn_params: ConnParams
+) -> None:
+    # main/auto_increment: the upstream session had NO_AUTO_VALUE_ON_ZERO, and TiCDC's formats do
+    # not carry a DDL's mode, so a consumer ran the ALTER under the server's default and 0 became
+    # 1, a duplicate. The upstream ran it over the same rows: it kept the 0.
+    for t in ("kept", "numbered", "recorded"):
+        downstream.execute(f"CREATE TABLE `{down_db}`.{t} (id INT NOT NULL, v CHAR(1))")
+    downstream.execute(
+        f"INSERT INTO `{down_db}`.kept VALUES (0, 'z'), (1, 'a')",
+        f"INSERT INTO `{down_db}`.numbered VALUES (0, 'z'), (5, 'a')",
+        f"INSERT INTO `{down_db}`.recorded VALUES (0, 'z'), (1, 'a')",
+    )
+    alter = "ALTER TABLE {} MODIFY id INT NOT NULL AUTO_INCREMENT PRIMARY KEY"
+    with MySQLApplier(conn_params) as ap:
+        assert ap.apply_ddl(down_db, alter.format("kept")) is True
+        # no collision: the default mode numbers the 0, as an upstream without the flag did
+        assert ap.apply_ddl(down_db, alter.format("numbered")) is True
+        # a recorded mode is the upstream's own (the MySQL sink): no second try
+        with pytest.raises(SinkError, match="resequencing"):
+            ap.apply_ddl(down_db, alter.format("recorded"), sql_mode="")
+    assert downstream.query(f"SELECT id, v FROM `{down_db}`.kept ORDER BY id") == [(0, "z"), (1, "a")]
+    numbered = downstream.query(f"SELECT id, v FROM `{down_db}`.numbered ORDER BY id")
+    assert [v for _, v in numbered] == ["z", "a"] and 0 not in [i for i, _ in numbered]

@@ -119,13 +119,14 @@ class ApplierStats:
 
 
 ER_WRONG_VALUE_FOR_VAR = 1231
+ER_DUP_ENTRY_AUTOINCREMENT_CASE = 1569
 _BAD_MODE = re.compile(r"can't be set to the value of '([^']*)'")
 
 
 @contextlib.contextmanager
-def ddl_session_mode(conn: Any, sql_mode: str | None) -> Iterator[None]:
+def ddl_session_mode(conn: Any, sql_mode: str | None, also: tuple[str, ...] = ()) -> Iterator[None]:
     """The session's ``sql_mode`` set to ``sql_mode`` (None: ``connection.ddl_sql_mode`` of the server's
-    global one), then restored.
+    global one) plus the flags ``also``, then restored.
 
     A flag the downstream does not know (a MariaDB one on MySQL, a removed one) is left out,
     one at a time as the server names it, and logged.
@@ -134,6 +135,7 @@ def ddl_session_mode(conn: Any, sql_mode: str | None) -> Iterator[None]:
         cur.execute("SELECT @@SESSION.sql_mode, @@GLOBAL.sql_mode")
         session, default = cur.fetchone()
         flags = [f for f in (ddl_sql_mode(default) if sql_mode is None else sql_mode).split(",") if f]
+        flags += [f for f in also if f not in flags]
         while True:
             try:
                 cur.execute("SET SESSION sql_mode = %s", (",".join(flags),))
@@ -156,6 +158,13 @@ def ddl_session_mode(conn: Any, sql_mode: str | None) -> Iterator[None]:
             restore()
         raise
     restore()
+
+
+def _renumbers_zero(exc: BaseException) -> bool:
+    """An ALTER TABLE that gave 0 values of an AUTO_INCREMENT column new numbers, one of them taken
+    ("ALTER TABLE causes auto_increment resequencing, resulting in duplicate entry")."""
+    text = str(exc.args[1]) if len(exc.args) > 1 else str(exc)
+    return error_code(exc) in (ER_DUP_ENTRY, ER_DUP_ENTRY_AUTOINCREMENT_CASE) and "resequencing" in text
 
 
 class MySQLApplier:
@@ -265,8 +274,22 @@ class MySQLApplier:
         # autocommit off, even with no other session: run DDL with autocommit on.
         conn.autocommit(True)
         try:
-            with ddl_session_mode(conn, sql_mode):
-                return self._exec_ddl_autocommit(conn, schema, query)
+            try:
+                with ddl_session_mode(conn, sql_mode):
+                    return self._exec_ddl_autocommit(conn, schema, query)
+            except pymysql.err.MySQLError as exc:
+                if sql_mode is not None or not _renumbers_zero(exc):
+                    raise
+                # The upstream mode is unknown (a consumer: TiCDC's formats do not carry it). The
+                # upstream ran this DDL over the same rows without this error, so its session kept
+                # 0 values (NO_AUTO_VALUE_ON_ZERO): run it as that session did.
+                log.warning(
+                    "DDL %r renumbers 0 values into a duplicate key without NO_AUTO_VALUE_ON_ZERO, which "
+                    "the upstream session therefore had: running it with that flag",
+                    query,
+                )
+                with ddl_session_mode(conn, None, also=("NO_AUTO_VALUE_ON_ZERO",)):
+                    return self._exec_ddl_autocommit(conn, schema, query)
         finally:
             try:
                 conn.autocommit(False)

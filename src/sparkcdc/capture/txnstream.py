@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sparkcdc.capture import protocol as P
+from sparkcdc.capture.charsets import charset_of, codec_of
 from sparkcdc.capture.compressed import PLAIN_TYPE, uncompress_event
 from sparkcdc.capture.gtid import parse_mysql_gtid_event
 from sparkcdc.capture.offset import Offset, file_start_ts, next_ts
@@ -153,35 +154,89 @@ XA_PREPARE = "xa_prepare"
 
 
 def parse_query(body: bytes) -> tuple[str, str]:
-    """(default schema, query text) of a QUERY event body."""
+    """(default schema, query text) of a QUERY event body.
+
+    The text is in the session's ``character_set_client`` (``Q_CHARSET_CODE``), as the server
+    received it: a DDL sent in ujis or latin1 has its literals and comments in that charset, not
+    UTF-8. The schema name is in the server's system charset, UTF-8.
+    """
     _thread, _exec, db_len, _err, status_len = struct.unpack_from("<IIBHH", body, 0)
     p = 13 + status_len
     schema = body[p : p + db_len].decode("utf-8", "surrogateescape")
     p += db_len + 1
-    return schema, body[p:].decode("utf-8", "surrogateescape")
+    return schema, decode_query_text(body[p:], query_status(body).charset_client)
+
+
+def decode_query_text(raw: bytes, charset_client: int | None) -> str:
+    """A statement's bytes read in its client charset (a collation id; None or binary: UTF-8).
+
+    Text that is plain ASCII reads the same in every client charset. Other text in a charset
+    sparkcdc has no codec for is refused: read as UTF-8 it would reach the downstream changed.
+    """
+    if charset_client is None or charset_of(charset_client) in (None, "binary", "utf8mb3", "utf8mb4"):
+        return raw.decode("utf-8", "surrogateescape")
+    if raw.isascii():
+        return raw.decode("ascii")
+    try:
+        codec = codec_of(charset_client)
+    except DecodeError as exc:
+        raise DecodeError(f"a statement sent in client {exc}") from None
+    return raw.decode(codec, "surrogateescape")
 
 
 Q_FLAGS2_CODE = 0
 Q_SQL_MODE_CODE = 1
+Q_CHARSET_CODE = 4
+
+_STATUS_FIXED = {0: 4, 1: 8, 3: 4, 4: 6, 7: 2, 8: 2, 9: 8, 10: 4, 13: 3, 128: 3, 129: 8}
+"""Status variables of a fixed size: FLAGS2, SQL_MODE, AUTO_INCREMENT, CHARSET, LC_TIME_NAMES,
+CHARSET_DATABASE, TABLE_MAP_FOR_UPDATE, MASTER_DATA_WRITTEN, MICROSECONDS, MariaDB's HRNOW and XID."""
 
 
-def query_sql_mode(body: bytes) -> int | None:
-    """The ``sql_mode`` bits a QUERY event's status variables record, None without them.
+@dataclass(frozen=True)
+class QueryStatus:
+    """What sparkcdc reads of a QUERY event's status variables (None: not recorded)."""
 
-    Servers write ``Q_FLAGS2`` (4 bytes) first and ``Q_SQL_MODE`` (8 bytes) next, so only
-    those two are read.
+    sql_mode: int | None = None
+    charset_client: int | None = None
+    """The session's ``character_set_client``, as a collation id."""
+
+
+def query_status(body: bytes) -> QueryStatus:
+    """The ``sql_mode`` bits and client charset a QUERY event's status variables record.
+
+    Servers write ``Q_FLAGS2``, ``Q_SQL_MODE``, the catalog, ``Q_AUTO_INCREMENT`` and
+    ``Q_CHARSET`` first; the walk stops at the first variable it does not know the size of,
+    which comes after those two.
     """
     status_len = struct.unpack_from("<H", body, 11)[0]
     p, end = 13, 13 + status_len
+    sql_mode = charset = None
     while p < end:
         code = body[p]
-        if code == Q_FLAGS2_CODE:
-            p += 5
-        elif code == Q_SQL_MODE_CODE and p + 9 <= end:
-            return int.from_bytes(body[p + 1 : p + 9], "little")
+        p += 1
+        if code == Q_SQL_MODE_CODE and p + 8 <= end:
+            sql_mode = int.from_bytes(body[p : p + 8], "little")
+        elif code == Q_CHARSET_CODE and p + 6 <= end:
+            charset = int.from_bytes(body[p : p + 2], "little")
+        if code in _STATUS_FIXED:
+            p += _STATUS_FIXED[code]
+        elif code in (5, 6) and p < end:  # TIME_ZONE, CATALOG_NZ: a length byte and the text
+            p += 1 + body[p]
+        elif code == 2 and p < end:  # the old CATALOG: a length byte, the text and a NUL
+            p += 2 + body[p]
+        elif code == 11 and p < end:  # INVOKER: user and host, each a length byte and the text
+            p += 1 + body[p]
+            if p < end:
+                p += 1 + body[p]
         else:
-            return None
-    return None
+            break
+    return QueryStatus(sql_mode, charset)
+
+
+def query_sql_mode(body: bytes) -> int | None:
+    """The ``sql_mode`` bits a QUERY event's status variables record, None without them."""
+    return query_status(body).sql_mode
 
 
 _SQL_MODE_BITS = (

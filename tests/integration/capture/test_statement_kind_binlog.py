@@ -177,3 +177,24 @@ def test_a_bad_statement_is_not_logged(mariadb: LocalMariaDB, db: str) -> None:
             _session(mariadb, db, "CREATE TABLE t (a INT)")
 
     assert _logged_queries(mariadb, work) == []
+
+
+def test_a_ddl_sent_in_another_client_charset_is_read_in_it(mariadb: LocalMariaDB, db: str) -> None:
+    """``SET NAMES ujis`` / ``latin1``: the server logs the statement's bytes as the client sent
+    them (main/ctype_ujis_ucs2 sends ujis). Read as UTF-8 they became lone surrogates, which no
+    sink could write."""
+    ujis = "CREATE TABLE ju (id INT PRIMARY KEY, c ENUM('あ','い') CHARACTER SET ujis COMMENT '日本')"
+    latin = "CREATE TABLE la (id INT PRIMARY KEY, c VARCHAR(4) DEFAULT 'é€')"
+
+    def work() -> None:
+        for charset, ddl, codec in (("ujis", ujis, "euc_jp"), ("latin1", latin, "cp1252")):
+            conn = pymysql.connect(
+                host=mariadb.host, port=mariadb.port, user="root", password="", database=db, charset=charset
+            )
+            try:
+                with conn.cursor() as cur:
+                    cur.execute(ddl.encode(codec))
+            finally:
+                conn.close()
+
+    assert _logged_queries(mariadb, work) == [ujis, latin]

@@ -187,6 +187,10 @@ def get_spark(
         "spark.sql.streaming.noDataMicroBatches.enabled": "false",
         "spark.sql.adaptive.enabled": "false",
         "spark.executorEnv.PYSPARK_PYTHON": os.environ["PYSPARK_PYTHON"],
+        # A Python process Spark starts (a streaming source's runner, a worker) connects back and
+        # authenticates within this; 15 s by default, which several queries starting at once on a
+        # busy 2-core host exceed (each then fails its query with CANNOT_OPEN_SOCKET).
+        "spark.python.authenticate.socketTimeout": "60s",
     }
     if master is not None and master.startswith("local"):
         # A local Spark talks only to itself: keep the driver on loopback (the variable also keeps

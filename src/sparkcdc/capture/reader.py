@@ -43,6 +43,24 @@ def _names_match(info: TableInfo, tm: TableMap) -> bool:
     return all(c.name.lower() == n.lower() for c, n in zip(info.columns, tm.names, strict=True))
 
 
+_HIDDEN_HASH = re.compile(r"DB_ROW_HASH_[0-9]+")
+"""MariaDB's hidden column of a long UNIQUE key (a hash of a TEXT/BLOB or a long VARCHAR): the
+server appends one per such key after the table's own columns, and the binlog logs and names it,
+while the table's definition (SHOW CREATE TABLE, information_schema, the DDL) does not have it."""
+
+
+def hidden_hash_columns(info: TableInfo, tm: TableMap) -> int:
+    """How many trailing columns of the map are hidden hash columns the tracked shape leaves out,
+    when the other columns match it by name (0 otherwise)."""
+    n = len(info.columns)
+    extra = tm.names[n:]
+    if not extra or not all(_HIDDEN_HASH.fullmatch(x) for x in extra):
+        return 0
+    if any(c.name.lower() != m.lower() for c, m in zip(info.columns, tm.names[:n], strict=True)):
+        return 0
+    return len(extra)
+
+
 class TableShapes:
     """Resolves the TableInfo for a table map: the tracked shape if it matches, else one built from the map."""
 
@@ -64,8 +82,8 @@ class TableShapes:
             self.last[(tm.schema, tm.table)] = got
             return got
         tracked = self.lookup(tm.schema, tm.table) if self.lookup else None
-        if tracked is not None and _names_match(tracked, tm):
-            info = tracked
+        if tracked is not None and (_names_match(tracked, tm) or hidden_hash_columns(tracked, tm)):
+            info = tracked  # hidden hash columns are decoded and left out of the rows (RowReader._rows)
         else:
             if tracked is not None:
                 log.log(
@@ -263,16 +281,11 @@ class RowReader:
             table=f"{tm.schema}.{tm.table}",
             where=f"the transaction at {txn.where()}",
         )
-        rows = row_changes(
-            op,
-            tm.schema,
-            tm.table,
-            info.version,
-            txn.ts,
-            rows_event_images(dec, item.body, item.version, op),
-            txn.seq,
-            txn.pos,
-        )
+        images = rows_event_images(dec, item.body, item.version, op)
+        if len(info.columns) < tm.column_count:  # MariaDB's hidden hash columns, last in the map
+            n = len(info.columns)
+            images = [(b if b is None else b[:n], a if a is None else a[:n]) for b, a in images]
+        rows = row_changes(op, tm.schema, tm.table, info.version, txn.ts, images, txn.seq, txn.pos)
         txn.seq += len(rows)
         self.stats.rows += 1 if txn.seq else 0
         self.last_rows_bytes = len(item.body)

@@ -118,11 +118,12 @@ does not), an INET4/INET6 address in network order.
 def with_plugin_types(tm: TableMap, info: TableInfo | None) -> TableMap:
     """The table map with the plugin-type columns of the tracked shape ``info`` marked.
 
-    ``info`` describes the same columns as the map (TableShapes matched them by name); a column
+    ``info`` describes the same columns as the map (TableShapes matched them by name; the map may
+    end with MariaDB's hidden hash columns, which ``info`` leaves out); a column
     the shape calls UUID/INET4/INET6 must be BINARY(n) of that type's size in the map, else the
     shape is not the one the rows were written with: SchemaError naming the table and column.
     """
-    if info is None or len(info.columns) != tm.column_count:
+    if info is None or len(info.columns) > tm.column_count:
         return tm
     found: dict[int, str] = {}
     for i, col in enumerate(info.columns):

@@ -429,9 +429,8 @@ class DefinitionParser(TokenCursor):
         elif w in ("CHECK", "CONSTRAINT"):
             if self.accept_kw("CONSTRAINT") and not self.is_kw("CHECK") and not self.is_kw("REFERENCES"):
                 self.next()
-            if self.is_kw(
-                "REFERENCES"
-            ):  # [CONSTRAINT name] REFERENCES ...: parsed, and ignored by the server
+            if self.is_kw("REFERENCES"):
+                # [CONSTRAINT name] REFERENCES ... on a column: MariaDB parses it and ignores it
                 self.skip_references()
                 col.references = True
                 return True

@@ -93,9 +93,9 @@ def server_spark_conf(master: str, conf: dict[str, str]) -> dict[str, str]:
       changefeed that queued a large batch first;
     - under a local master, one changefeed's batch runs at most as many tasks at once as the host
       has cores (``pipeline.spark.CHANGEFEED_TASKS_KEY``): its decoding gains nothing from more,
-      and the default master has ``SLOTS_PER_CORE`` slots per core, so the changefeeds whose sinks
-      hang cannot take every slot until ``SLOTS_PER_CORE - 1`` of them hang at once with a full
-      batch each (a 1-writer sink, HTTP or Kafka, holds one slot).
+      and the default master has ``SLOTS_PER_CORE`` slots per core, so it takes
+      ``SLOTS_PER_CORE`` changefeeds hanging at once, each with a full batch, to hold every slot
+      (a 1-writer sink, HTTP or Kafka, holds one slot: it takes 4 x cores of those).
     """
     from sparkcdc.pipeline.spark import CHANGEFEED_TASKS_KEY
 

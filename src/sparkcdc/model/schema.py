@@ -136,6 +136,9 @@ class IndexInfo:
     columns: tuple[str, ...]
     unique: bool = False
     primary: bool = False
+    without_overlaps: bool = False
+    """Unique over an application-time period ``WITHOUT OVERLAPS`` (MariaDB 10.5+; its columns end
+    with the period's end and start): MariaDB refuses ``REPLACE`` on such a table."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,6 +218,9 @@ class TableInfo:
         """A JSON-able dict (for schema history and Spark partitions)."""
         d = asdict(self)
         d.pop("_pos", None)
+        for i in d["indexes"]:
+            if not i["without_overlaps"]:
+                del i["without_overlaps"]  # as written before the flag existed
         return d
 
     @classmethod
@@ -222,7 +228,13 @@ class TableInfo:
         """Inverse of ``to_dict``."""
         cols = tuple(ColumnInfo(**{**c, "elements": tuple(c.get("elements", ()))}) for c in d["columns"])
         idx = tuple(
-            IndexInfo(name=i["name"], columns=tuple(i["columns"]), unique=i["unique"], primary=i["primary"])
+            IndexInfo(
+                name=i["name"],
+                columns=tuple(i["columns"]),
+                unique=i["unique"],
+                primary=i["primary"],
+                without_overlaps=i.get("without_overlaps", False),
+            )
             for i in d.get("indexes", ())
         )
         return cls(

@@ -148,6 +148,43 @@ def test_safe_mode_batches_inserts_into_one_replace_and_splits_key_changes() -> 
     assert stmts[1].args == [2, 2]
 
 
+PERIOD_KEY = TableInfo(
+    schema="s",
+    table="rooms",
+    columns=(
+        ColumnInfo("id", "int", nullable=False),
+        ColumnInfo("s", "date", nullable=False),
+        ColumnInfo("e", "date", nullable=False),
+        ColumnInfo("v", "int"),
+    ),
+    # PRIMARY KEY (id, p WITHOUT OVERLAPS) for PERIOD FOR p (s, e): the key holds the end, then the start
+    indexes=(IndexInfo("PRIMARY", ("id", "e", "s"), unique=True, primary=True, without_overlaps=True),),
+)
+
+
+def test_safe_mode_on_a_without_overlaps_key_deletes_then_inserts_instead_of_replace() -> None:
+    plan = TablePlan.build(PERIOD_KEY)
+    assert plan.no_replace and not TablePlan.build(PK2).no_replace
+    p = StatementPlanner()
+    p.add(rc("I", PERIOD_KEY, after=(1, "2020-01-01", "2020-02-01", 1)), plan, safe=True)
+    p.add(rc("I", PERIOD_KEY, after=(2, "2020-01-01", "2020-02-01", 1)), plan, safe=True)
+    p.add(
+        rc("U", PERIOD_KEY, before=(1, "2020-01-01", "2020-02-01", 1), after=(1, "2020-01-01", "2020-02-01", 5)),
+        plan,
+        safe=True,
+    )
+    stmts = p.finish()
+    # each write first deletes what REPLACE would: the same id over an overlapping period
+    assert [(s.sql.split()[0], s.rows) for s in stmts] == [("DELETE", 1), ("INSERT", 1)] * 3
+    assert stmts[0].sql == "DELETE FROM `s`.`rooms` WHERE (`id` = %s AND `s` < %s AND `e` > %s)"
+    assert stmts[0].args == [1, "2020-02-01", "2020-01-01"]
+    assert stmts[2].args == [2, "2020-02-01", "2020-01-01"]
+    assert not any(s.sql.startswith("REPLACE") for s in stmts)
+    # outside safe mode nothing changes
+    p.add(rc("I", PERIOD_KEY, after=(3, "2020-01-01", "2020-02-01", 1)), plan, safe=False)
+    assert [s.sql.split()[0] for s in p.finish()] == ["INSERT"]
+
+
 def test_deletes_move_before_writes_of_other_keys_only() -> None:
     plan = TablePlan.build(PK2)
     p = StatementPlanner()

@@ -95,6 +95,7 @@ class _Idx:
     long_hash: bool = False
     fulltext: bool = False
     generated_fk: bool = False
+    without_overlaps: bool = False
 
 
 class WorkingTable:
@@ -128,6 +129,7 @@ class WorkingTable:
                     f.long_hash,
                     f.fulltext,
                     generated_fk=f.generated,
+                    without_overlaps=ix.without_overlaps,
                 )
             )
         return w
@@ -211,7 +213,7 @@ class WorkingTable:
         if idef.kind == "primary":
             if any(ix.primary for ix in self.indexes):
                 raise self.fail("the table already has a PRIMARY KEY", query)
-            self.indexes.append(_Idx("PRIMARY", cols, True, True, partial))
+            self.indexes.append(_Idx("PRIMARY", cols, True, True, partial, without_overlaps=idef.without_overlaps))
             return
         if idef.kind == "foreign":
             name = self.unique_index_name(idef.name or cols[0])
@@ -237,7 +239,18 @@ class WorkingTable:
         name = idef.name if idef.name is not None else self.unique_index_name(cols[0])
         unique = idef.kind == "unique"
         long_hash = unique and (idef.using_hash or text_no_prefix or nbytes > MAX_KEY_BYTES)
-        self.indexes.append(_Idx(name, cols, unique, False, partial, long_hash, idef.kind == "fulltext"))
+        self.indexes.append(
+            _Idx(
+                name,
+                cols,
+                unique,
+                False,
+                partial,
+                long_hash,
+                idef.kind == "fulltext",
+                without_overlaps=unique and idef.without_overlaps,
+            )
+        )
 
     def drop_index(self, name: str, if_exists: bool, query: str) -> None:
         p = self.idx_pos(name)
@@ -311,7 +324,9 @@ class WorkingTable:
             schema=self.schema,
             table=self.table,
             columns=tuple(self.columns),
-            indexes=tuple(IndexInfo(ix.name, tuple(ix.columns), ix.unique, ix.primary) for ix in ordered),
+            indexes=tuple(
+                IndexInfo(ix.name, tuple(ix.columns), ix.unique, ix.primary, ix.without_overlaps) for ix in ordered
+            ),
             version=version,
             charset=self.charset,
             partitioned=self.partitioned,

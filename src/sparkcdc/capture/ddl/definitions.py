@@ -141,7 +141,7 @@ class DefinitionParser(TokenCursor):
         if kind != "primary" and not self.is_op("(") and not self.is_kw("USING"):
             name = self.ident("an index name")
         using_hash = self.skip_index_type()
-        parts, functional = self.index_parts()
+        parts, functional, overlaps = self.index_parts()
         if kind == "foreign":
             self.skip_references()
             return IndexDef(kind, name or constraint, parts, False, ine)
@@ -150,7 +150,7 @@ class DefinitionParser(TokenCursor):
             name = "PRIMARY"
         elif name is None:
             name = constraint
-        return IndexDef(kind, name, parts, using_hash, ine, functional)
+        return IndexDef(kind, name, parts, using_hash, ine, functional, overlaps)
 
     def skip_index_type(self) -> bool:
         using_hash = False
@@ -159,12 +159,13 @@ class DefinitionParser(TokenCursor):
             using_hash = self.next().upper == "HASH" or using_hash
         return using_hash
 
-    def index_parts(self) -> tuple[list[tuple[str, int | None]], bool]:
-        """The column parts of a key part list, and whether it has functional parts (MySQL 8's
-        ``((expr))``, skipped: they name no column)."""
+    def index_parts(self) -> tuple[list[tuple[str, int | None]], bool, bool]:
+        """The column parts of a key part list, whether it has functional parts (MySQL 8's
+        ``((expr))``, skipped: they name no column) and whether it ends with a period
+        ``WITHOUT OVERLAPS`` (MariaDB 10.5+)."""
         self.expect_op("(")
         parts: list[tuple[str, int | None]] = []
-        functional = False
+        functional = overlaps = False
         while True:
             if self.is_op("("):
                 self.skip_parens()
@@ -184,13 +185,14 @@ class DefinitionParser(TokenCursor):
                 # an application-time period (MariaDB 10.5+): the key holds its end, then its start
                 start, end = self.period_columns(col)
                 parts += [(end, None), (start, None)]
+                overlaps = True
             else:
                 parts.append((col, length))
             if self.accept_op(","):
                 continue
             self.expect_op(")")
             break
-        return parts, functional
+        return parts, functional, overlaps
 
     def period_columns(self, period: str) -> tuple[str, str]:
         """The (start, end) columns of ``PERIOD FOR period (start, end)`` in this statement."""

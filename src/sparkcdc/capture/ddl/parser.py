@@ -127,7 +127,7 @@ class _Parser(DefinitionParser):
             self.skip_index_type()
             self.expect_kw("ON")
             table = self.table_name()
-            parts, functional = self.index_parts()
+            parts, functional, overlaps = self.index_parts()
             kind: Literal["unique", "key", "fulltext", "spatial"] = {
                 "UNIQUE": "unique",
                 "FULLTEXT": "fulltext",
@@ -135,7 +135,7 @@ class _Parser(DefinitionParser):
                 None: "key",
             }[unique_kind]  # type: ignore[assignment]
             using_hash = self.index_tail()
-            return CreateIndex(table, IndexDef(kind, name, parts, using_hash, ine, functional))
+            return CreateIndex(table, IndexDef(kind, name, parts, using_hash, ine, functional, overlaps))
         if w == "VIEW":
             self.i += 1
             self.accept_if_not_exists()
@@ -356,7 +356,17 @@ class _Parser(DefinitionParser):
         if self.is_kw("PARTITION"):
             self.skip_rest_of_spec()
             return AlterSpec("partition")
-        if self.is_kw("PERIOD") or self.is_kw("SYSTEM", "VERSIONING"):
+        if self.is_kw("PERIOD"):
+            # PERIOD [IF [NOT] EXISTS] FOR name: an application-time period changes no column or
+            # key the catalog holds (a key over it names it with WITHOUT OVERLAPS); SYSTEM_TIME is
+            # system versioning
+            j = self.i + 1
+            while j < len(self.toks) and self.toks[j].upper in ("IF", "NOT", "EXISTS"):
+                j += 1
+            system_time = j + 1 < len(self.toks) and self.toks[j + 1].upper == "SYSTEM_TIME"
+            self.skip_rest_of_spec()
+            return AlterSpec("system_versioning" if system_time else "noop")
+        if self.is_kw("SYSTEM", "VERSIONING"):
             self.skip_rest_of_spec()
             return AlterSpec("system_versioning")
         return None

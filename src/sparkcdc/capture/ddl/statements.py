@@ -75,6 +75,9 @@ class IndexDef:
     functional: bool = False
     """Some key parts are expressions (MySQL 8 functional index): ``parts`` lists only the columns,
     and the index is no key of the rows' identity."""
+    without_overlaps: bool = False
+    """The last key part is an application-time period ``WITHOUT OVERLAPS``: ``parts`` holds its
+    end and start columns."""
 
 
 @dataclass(slots=True)

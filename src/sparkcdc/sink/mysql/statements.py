@@ -76,8 +76,14 @@ class TablePlan:
     convert: tuple[tuple[int, ParamFn], ...]
     exact_key: bool
     """Key values compare exactly in Python as they do downstream (no text collation in the key)."""
+    no_replace: bool = False
+    """The table has a unique key ``WITHOUT OVERLAPS``, on which MariaDB refuses ``REPLACE``
+    (ER_NOT_SUPPORTED_YET): safe mode deletes the rows the image collides with, then inserts it
+    (``delete_colliding``)."""
     insert_head: dict[str, str] = field(default_factory=dict)
     """Cached statement texts by kind."""
+    collide: tuple[str, tuple[int, ...]] | None = None
+    """Cached ``delete_colliding`` statement and the image positions of its parameters."""
 
     @classmethod
     def build(cls, info: TableInfo) -> TablePlan:
@@ -103,6 +109,7 @@ class TablePlan:
             match_idx=write_idx,
             convert=convert,
             exact_key=exact,
+            no_replace=any(ix.without_overlaps for ix in info.indexes),
         )
 
     def params(self, row: Sequence[Any], idx: tuple[int, ...]) -> list[Any]:
@@ -165,6 +172,31 @@ class TablePlan:
             sql = self.insert_head["DELETE1"] = f"DELETE FROM {self.name} WHERE {self._where()} LIMIT 1"
         return sql, self._where_args(row)
 
+    def delete_colliding(self, image: Sequence[Any]) -> tuple[str, list[Any]]:
+        """``DELETE`` of every row a unique key of ``image`` collides with: what ``REPLACE`` removes.
+
+        A key ``WITHOUT OVERLAPS`` (its columns end with the period's end, then its start)
+        collides where its other parts are equal and the half-open periods overlap.
+        """
+        if self.collide is None:
+            info = self.info
+            conds: list[str] = []
+            at: list[int] = []
+            for ix in info.indexes:
+                if not ix.unique:
+                    continue
+                cols = list(ix.columns[:-2] if ix.without_overlaps else ix.columns)
+                parts = [f"{quote_ident(c)} = %s" for c in cols]
+                at += [info.index_of(c) for c in cols]
+                if ix.without_overlaps:
+                    end, start = ix.columns[-2:]
+                    parts.append(f"{quote_ident(start)} < %s AND {quote_ident(end)} > %s")
+                    at += [info.index_of(end), info.index_of(start)]
+                conds.append("(" + " AND ".join(parts) + ")")
+            self.collide = (f"DELETE FROM {self.name} WHERE " + " OR ".join(conds), tuple(at))
+        sql, positions = self.collide
+        return sql, self.params(image, positions)
+
     def update(self, before: Sequence[Any], after: Sequence[Any]) -> tuple[str, list[Any]]:
         """``UPDATE t SET <all stored columns> WHERE <old key or old row> LIMIT 1``."""
         sql = self.insert_head.get("UPDATE")
@@ -218,7 +250,10 @@ class StatementPlanner:
         op = row.op
         if op == "I":
             assert row.after is not None
-            self._write(plan, row.after, replace=safe)
+            if safe and plan.no_replace:
+                self._renew(plan, row.after)
+            else:
+                self._write(plan, row.after, replace=safe)
         elif op == "D":
             assert row.before is not None
             self._delete(plan, row.before)
@@ -227,14 +262,17 @@ class StatementPlanner:
             if not plan.key_idx:
                 if safe:
                     self._delete(plan, row.before)
-                    self._write(plan, row.after, replace=True)
+                    self._write(plan, row.after, replace=not plan.no_replace)
                 else:
                     self._single(plan, *plan.update(row.before, row.after))
             elif safe:
                 if plan.key(row.before) != plan.key(row.after):
                     self._delete(plan, row.before)
-                # REPLACE removes the old image when the key is unchanged (and any row a unique key collides with).
-                self._write(plan, row.after, replace=True)
+                if plan.no_replace:
+                    self._renew(plan, row.after)
+                else:
+                    # REPLACE removes the old image when the key is unchanged (and any row a unique key collides with).
+                    self._write(plan, row.after, replace=True)
             else:
                 self._single(plan, *plan.update(row.before, row.after))
 
@@ -272,6 +310,11 @@ class StatementPlanner:
         g.write_bytes += _approx_size(image)
         if len(g.writes) >= self.max_rows or g.write_bytes >= self.max_bytes:
             self._flush(g)
+
+    def _renew(self, plan: TablePlan, image: Sequence[Any]) -> None:
+        """Safe mode where ``REPLACE`` is refused: delete what the image collides with, then insert it."""
+        self._single(plan, *plan.delete_colliding(image))
+        self._write(plan, image, replace=False)
 
     def _delete(self, plan: TablePlan, image: Sequence[Any]) -> None:
         if not plan.key_idx or not self.batch:

@@ -636,3 +636,47 @@ def test_a_period_key_table_replays_in_safe_mode_without_replace(
     with MySQLApplier(conn_params, safe_mode=True) as ap, pytest.raises(SinkError) as refused:
         ap.apply_rows([(rc, plain) for rc, _ in seq[:1]])
     assert "doesn't yet support 'WITHOUT OVERLAPS'" in str(refused.value)
+
+
+def test_text_its_charset_table_holds_but_python_cannot_read_arrives_byte_for_byte(
+    mariadb: LocalMariaDB, downstream: LocalMariaDB, down_db: str, conn_params: ConnParams
+) -> None:
+    """MariaDB's ``sjis`` takes sequences Python's ``shift_jis`` has no character for (NEC's row 13,
+    ``0x8740``; main/ctype_sjis). Capture keeps those bytes as lone surrogates; the sink sends the
+    column's bytes back, so the downstream holds what the upstream does."""
+    from dataclasses import replace
+
+    from sparkcdc.capture.catalog import SchemaCatalog
+    from sparkcdc.capture.start import head_offset
+    from tests.integration.capture.helpers import read_all, upstream
+
+    ddl = "CREATE TABLE j (id INT PRIMARY KEY, c VARCHAR(10) CHARACTER SET sjis, u VARCHAR(10) CHARACTER SET ujis)"
+    src = "src_sjis_bytes"
+    mariadb.execute(f"DROP DATABASE IF EXISTS {src}", f"CREATE DATABASE {src}", f"USE {src}", ddl)
+    start = head_offset(upstream(mariadb))
+    mariadb.execute(
+        f"INSERT INTO {src}.j VALUES (1, X'8740', X'8FA2AF'), (2, X'82A0874082A2', 'x'), (3, 'plain', NULL)",
+        f"UPDATE {src}.j SET c = X'87408741' WHERE id = 2",
+    )
+    changes = read_all(mariadb, start, schema=src)
+    assert len(changes) == 4 and any(
+        "\udc87" in v for rc in changes for v in rc.after or () if isinstance(v, str)
+    ), "Python read those bytes"
+    with mariadb.connect() as conn:
+        info = SchemaCatalog.load_from_upstream(conn, [src]).get(src, "j")
+    assert info is not None
+    dest = info.renamed(down_db, "j")
+    with MySQLApplier(conn_params) as ap:
+        ap.apply_ddl(down_db, ddl)
+        ap.apply_rows([(rc, dest) for rc in changes])
+    query = "SELECT id, HEX(c), HEX(u) FROM {}.j ORDER BY id"
+    want = raw_rows(mariadb, query.format(src))
+    assert want[1] == ("2", "87408741", "78")
+    assert raw_rows(downstream, query.format(down_db)) == want
+    # the same text where the table's character set is unknown (a storage schema file carries
+    # none): refused at once, naming the table and the value, not retried
+    blind = replace(dest, columns=tuple(replace(c, charset=None) for c in dest.columns), _pos={})
+    with MySQLApplier(conn_params) as ap, pytest.raises(SinkError) as refused:
+        ap.apply_rows([(changes[0], blind)])
+    assert "hold text that is not Unicode" in str(refused.value) and "src_sjis_bytes.j" in str(refused.value)
+    assert ap.stats.retries == 0

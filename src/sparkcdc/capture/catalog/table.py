@@ -213,7 +213,9 @@ class WorkingTable:
         if idef.kind == "primary":
             if any(ix.primary for ix in self.indexes):
                 raise self.fail("the table already has a PRIMARY KEY", query)
-            self.indexes.append(_Idx("PRIMARY", cols, True, True, partial, without_overlaps=idef.without_overlaps))
+            self.indexes.append(
+                _Idx("PRIMARY", cols, True, True, partial, without_overlaps=idef.without_overlaps)
+            )
             return
         if idef.kind == "foreign":
             name = self.unique_index_name(idef.name or cols[0])
@@ -325,7 +327,8 @@ class WorkingTable:
             table=self.table,
             columns=tuple(self.columns),
             indexes=tuple(
-                IndexInfo(ix.name, tuple(ix.columns), ix.unique, ix.primary, ix.without_overlaps) for ix in ordered
+                IndexInfo(ix.name, tuple(ix.columns), ix.unique, ix.primary, ix.without_overlaps)
+                for ix in ordered
             ),
             version=version,
             charset=self.charset,

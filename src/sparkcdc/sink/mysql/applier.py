@@ -493,6 +493,18 @@ class MySQLApplier:
                     force_safe = True
                     continue
                 raise self._refused(exc, chunk) from exc
+            except UnicodeEncodeError as exc:
+                # text that is not Unicode (bytes its charset's codec could not read, kept as lone
+                # surrogates) where the table's charset is unknown: no statement can carry it
+                self._rollback()
+                tables = sorted({f"{r.schema}.{r.table}" for r, _ in chunk})
+                raise SinkError(
+                    f"rows of {', '.join(tables)} (commit_ts {chunk[0][0].commit_ts}..{chunk[-1][0].commit_ts}) "
+                    f"hold text that is not Unicode ({exc.reason}: {exc.object[exc.start : exc.end]!r}), "
+                    "bytes the column's character set has but sparkcdc could not read; the MySQL sink writes "
+                    "them when it knows the column's character set (leave the table out of the changefeed, "
+                    "or convert the column to utf8mb4 upstream)"
+                ) from exc
             except (pymysql.err.Error, OSError) as exc:
                 err = classify(exc, "applying rows")
                 self._drop_connection()

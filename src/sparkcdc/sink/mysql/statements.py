@@ -19,7 +19,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sparkcdc.model import RowChange, TableInfo
+from sparkcdc.capture.charsets import CODECS
+from sparkcdc.model import ColumnInfo, RowChange, TableInfo
 
 ParamFn = Callable[[Any], Any]
 
@@ -51,12 +52,37 @@ def _bit_param(v: Any) -> Any:
     return v
 
 
-def _param_fn(col_type: str) -> ParamFn | None:
+def _raw_text_param(codec: str) -> ParamFn:
+    """Text of a column in a charset other than UTF-8, sent as its bytes when they do not decode.
+
+    Capture keeps each byte its codec cannot read as a lone surrogate (``surrogateescape``):
+    MariaDB's table of a charset can hold sequences Python's lacks (``sjis``, ``ujis``). Such
+    text cannot go into the UTF-8 statement; its bytes, encoded back, are what the upstream
+    column held, and a ``_binary`` literal puts them into the column unconverted.
+    """
+
+    def convert(v: Any) -> Any:
+        if type(v) is not str or v.isascii():
+            return v
+        try:
+            v.encode("utf-8")
+        except UnicodeEncodeError:
+            return v.encode(codec, "surrogateescape")
+        return v
+
+    return convert
+
+
+def _param_fn(col: ColumnInfo) -> ParamFn | None:
     """A converter for values that PyMySQL would not send as the column expects (None = as is)."""
-    if col_type == "json":
+    if col.type == "json":
         return _json_param
-    if col_type == "bit":
+    if col.type == "bit":
         return _bit_param
+    if col.is_text and col.charset:
+        codec = CODECS.get(col.charset.lower())
+        if codec not in (None, "utf-8", "binary", "ascii", "mysql_latin1"):  # the last reads every byte
+            return _raw_text_param(codec)
     return None
 
 
@@ -91,7 +117,7 @@ class TablePlan:
         write_idx = tuple(i for i, c in enumerate(info.columns) if not c.generated)
         key_idx = info.handle_key_index
         key_cols = tuple(info.columns[i].name for i in key_idx)
-        convert = tuple((i, fn) for i, c in enumerate(info.columns) if (fn := _param_fn(c.type)) is not None)
+        convert = tuple((i, fn) for i, c in enumerate(info.columns) if (fn := _param_fn(c)) is not None)
         exact = bool(key_idx) and all(
             not (
                 info.columns[i].is_text or info.columns[i].type in ("enum", "set", "json", "float", "double")

@@ -501,9 +501,9 @@ class MySQLApplier:
                 raise SinkError(
                     f"rows of {', '.join(tables)} (commit_ts {chunk[0][0].commit_ts}..{chunk[-1][0].commit_ts}) "
                     f"hold text that is not Unicode ({exc.reason}: {exc.object[exc.start : exc.end]!r}), "
-                    "bytes the column's character set has but sparkcdc could not read; the MySQL sink writes "
-                    "them when it knows the column's character set (leave the table out of the changefeed, "
-                    "or convert the column to utf8mb4 upstream)"
+                    "bytes its column's character set holds but sparkcdc could not read (UTF-16 lone "
+                    "surrogates, or a table whose character set the sink was not told); leave the table out "
+                    "of the changefeed, or convert the column to utf8mb4 upstream"
                 ) from exc
             except (pymysql.err.Error, OSError) as exc:
                 err = classify(exc, "applying rows")

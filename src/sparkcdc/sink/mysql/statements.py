@@ -81,8 +81,11 @@ def _param_fn(col: ColumnInfo) -> ParamFn | None:
         return _bit_param
     if col.is_text and col.charset:
         codec = CODECS.get(col.charset.lower())
-        if codec not in (None, "utf-8", "binary", "ascii", "mysql_latin1"):  # the last reads every byte
-            return _raw_text_param(codec)
+        # not UTF-8 itself, nor latin1 (which reads every byte), nor UTF-16/32, whose lone
+        # surrogates ``surrogateescape`` cannot give back: the applier refuses those rows by name
+        if codec is not None and codec not in ("utf-8", "binary", "ascii", "mysql_latin1"):
+            if not codec.startswith(("utf-16", "utf-32")):
+                return _raw_text_param(codec)
     return None
 
 

@@ -270,16 +270,37 @@ def _rebuild(payload: dict[str, Any]) -> SparkCdcError:
 
 
 def _summary(exc: BaseException, text: str) -> str:
-    """One line saying what failed: the last Python exception line of a traceback, else the first line."""
+    """One line saying what failed: the last Python exception line of a traceback, else the first line.
+
+    A traceback may start inside a line (``query.exception()`` says "... Return Message:
+    Traceback ..."). When that Python line is PySpark's ``Py4JJavaError`` (a Spark job the Python
+    code ran failed in the JVM, e.g. a task that could not even start), it names only the JVM call,
+    so the JVM's root cause (its last ``Caused by:``) follows it.
+    """
     lines = text.splitlines()
-    starts = [i for i, line in enumerate(lines) if line.startswith("Traceback (most recent call last):")]
+    starts = [
+        i for i, line in enumerate(lines) if line.rstrip().endswith("Traceback (most recent call last):")
+    ]
     if starts:
         # Frames and source lines are indented; the first line that is not is "Type: message".
-        for line in lines[starts[-1] + 1 :]:
+        for j in range(starts[-1] + 1, len(lines)):
+            line = lines[j]
             if line.strip() and not line[0].isspace():
+                if "Py4JJavaError" in line:
+                    cause = _jvm_cause(lines[j + 1 :])
+                    if cause:
+                        return f"{line.strip()} {cause}"[:1000]
                 return line[:500]
     first = next((line.strip() for line in lines if line.strip()), "") or repr(exc)
     return f"{type(exc).__name__}: {first}"[:500]
+
+
+def _jvm_cause(lines: list[str]) -> str:
+    """The root cause of a JVM stack trace: its last ``Caused by:`` line, else its first line."""
+    causes = [line for line in lines if line.startswith("Caused by: ")]
+    if causes:
+        return causes[-1].strip()
+    return next((line.strip().lstrip(": ") for line in lines if line.strip()), "")
 
 
 SPARK_PASSING_FAULTS: tuple[tuple[str, str], ...] = (

@@ -218,3 +218,31 @@ def test_a_sparkcdc_error_wins_over_the_worker_texts_around_it() -> None:
     text = "Python worker exited unexpectedly\n" + printed(SinkError("bad batch"))
     err = map_spark_error(RuntimeError(text))
     assert isinstance(err, SinkError) and err.message == "bad batch"
+
+
+def test_a_py4j_failure_names_the_jvm_root_cause() -> None:
+    # The shape of query.exception() when the batch's job failed before any Python ran in a task.
+    text = (
+        "An exception was raised by the Python Proxy. Return Message: Traceback (most recent call last):\n"
+        '  File "/x/writer.py", line 448, in _commit_messages\n'
+        "    messages = [json.loads(r.msg) for r in out.collect()]\n"
+        "py4j.protocol.Py4JJavaError: An error occurred while calling o812.collectToPython.\n"
+        ": org.apache.spark.SparkException: Job aborted due to stage failure: Task 0 in stage 9.0 failed 1 "
+        "times, most recent failure: Lost task 0.0 in stage 9.0 (TID 12) (127.0.0.1 executor driver): "
+        "java.io.IOException: boom\n"
+        "\tat org.apache.spark.scheduler.ResultTask.runTask(ResultTask.scala:86)\n"
+        "Driver stacktrace:\n"
+        "\tat org.apache.spark.scheduler.DAGScheduler.failJobAndIndependentStages(DAGScheduler.scala:2935)\n"
+        "Caused by: java.io.IOException: boom\n"
+        "\tat java.base/java.io.ObjectInputStream.readObject(ObjectInputStream.java:467)\n"
+    )
+    back = map_spark_error(Wrapped(text))
+    assert type(back) is UnclassifiedError
+    assert back.message == (
+        "py4j.protocol.Py4JJavaError: An error occurred while calling o812.collectToPython. "
+        "Caused by: java.io.IOException: boom"
+    )
+    no_cause = text.split("\tat org.apache.spark.scheduler.ResultTask")[0]
+    assert map_spark_error(Wrapped(no_cause)).message.endswith(
+        "(127.0.0.1 executor driver): java.io.IOException: boom"
+    )

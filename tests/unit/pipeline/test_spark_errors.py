@@ -215,3 +215,17 @@ def test_the_driver_error_raised_from_a_task_failure_is_the_one_reported(spark: 
 
     back = _query_failure(spark, tmp_path, "", on_batch)
     assert type(back) is SinkError and back.message == "batch 0 cannot be written"
+
+
+def test_a_jvm_failure_under_the_driver_code_names_its_root_cause(spark: Any, tmp_path: Path) -> None:
+    """A job the driver's batch code runs fails in the JVM (here a task raises there; a task that
+    cannot be deserialized fails the same way): the error names the JVM's cause, not the
+    streaming query's first line ("An exception was raised by the Python Proxy")."""
+
+    def on_batch(df: Any, batch_id: int) -> None:
+        df.selectExpr("raise_error('boom in the jvm')").collect()
+
+    back = _query_failure(spark, tmp_path, "", on_batch)
+    assert type(back) is UnclassifiedError
+    assert "boom in the jvm" in back.message and "\n" not in back.message, back.message
+    assert "Python Proxy" not in back.message

@@ -35,8 +35,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.e2e, pytest.mark.spark]
 
 SCHEMA = "fault_kafka"
 CHANGEFEED = "fault-kafka-down"
-OUTAGE = 30.0
-"""Seconds the broker stays down: several failed attempts with the server's backoff (1, 2, 4, 8 s)."""
+OUTAGE = 20.0
+"""Seconds the broker stays down: several failed attempts (a 5 s message timeout, then the server's backoff of 1, 2, 4 s)."""
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,7 @@ from tests.oracle.random_workload import run_random
 pytestmark = [pytest.mark.e2e, pytest.mark.integration, pytest.mark.spark]
 
 SEED = int(os.environ.get("SPARKCDC_ORACLE_SEED", "20261127"))
-SECONDS = float(os.environ.get("SPARKCDC_ORACLE_RANDOM_SECONDS", "25"))
+SECONDS = float(os.environ.get("SPARKCDC_ORACLE_RANDOM_SECONDS", "15"))
 DATABASE = "rw_paths"
 
 
@@ -30,7 +30,12 @@ def capture(oracle: Oracle) -> Capture:
         stats = run_random(up, seed=SEED, seconds=SECONDS, database=DATABASE)
         assert not stats.unexpected, f"the random workload met unexpected errors: {stats.unexpected[:5]}"
 
-    return oracle.capture("random-slice", write, [DATABASE])
+    cap = oracle.capture("random-slice", write, [DATABASE])
+    print(
+        f"random slice seed {SEED}, {SECONDS:.0f} s: "
+        + ", ".join(f"{k} {v:.0f} s" for k, v in cap.seconds.items())
+    )
+    return cap
 
 
 @pytest.mark.parametrize("path", PATHS)

@@ -169,7 +169,12 @@ def test_safe_mode_on_a_without_overlaps_key_deletes_then_inserts_instead_of_rep
     p.add(rc("I", PERIOD_KEY, after=(1, "2020-01-01", "2020-02-01", 1)), plan, safe=True)
     p.add(rc("I", PERIOD_KEY, after=(2, "2020-01-01", "2020-02-01", 1)), plan, safe=True)
     p.add(
-        rc("U", PERIOD_KEY, before=(1, "2020-01-01", "2020-02-01", 1), after=(1, "2020-01-01", "2020-02-01", 5)),
+        rc(
+            "U",
+            PERIOD_KEY,
+            before=(1, "2020-01-01", "2020-02-01", 1),
+            after=(1, "2020-01-01", "2020-02-01", 5),
+        ),
         plan,
         safe=True,
     )

@@ -642,7 +642,8 @@ def test_text_its_charset_table_holds_but_python_cannot_read_arrives_byte_for_by
     mariadb: LocalMariaDB, downstream: LocalMariaDB, down_db: str, conn_params: ConnParams
 ) -> None:
     """MariaDB's ``sjis`` takes sequences Python's ``shift_jis`` has no character for (NEC's row 13,
-    ``0x8740``; main/ctype_sjis). Capture keeps those bytes as lone surrogates; the sink sends the
+    ``0x8740``; main/ctype_sjis), and Python's ``euc_jp`` reads ujis ``0xA1C0`` as U+FF3C where
+    MariaDB reads U+005C. Capture keeps unreadable bytes as lone surrogates; the sink sends the
     column's bytes back, so the downstream holds what the upstream does."""
     from dataclasses import replace
 
@@ -655,7 +656,7 @@ def test_text_its_charset_table_holds_but_python_cannot_read_arrives_byte_for_by
     mariadb.execute(f"DROP DATABASE IF EXISTS {src}", f"CREATE DATABASE {src}", f"USE {src}", ddl)
     start = head_offset(upstream(mariadb))
     mariadb.execute(
-        f"INSERT INTO {src}.j VALUES (1, X'8740', X'8FA2AF'), (2, X'82A0874082A2', 'x'), (3, 'plain', NULL)",
+        f"INSERT INTO {src}.j VALUES (1, X'8740', X'8FA2AF'), (2, X'82A0874082A2', 'x'), (3, 'plain', X'A1C0')",
         f"UPDATE {src}.j SET c = X'87408741' WHERE id = 2",
     )
     changes = read_all(mariadb, start, schema=src)
@@ -671,7 +672,7 @@ def test_text_its_charset_table_holds_but_python_cannot_read_arrives_byte_for_by
         ap.apply_rows([(rc, dest) for rc in changes])
     query = "SELECT id, HEX(c), HEX(u) FROM {}.j ORDER BY id"
     want = raw_rows(mariadb, query.format(src))
-    assert want[1] == ("2", "87408741", "78")
+    assert want[1] == ("2", "87408741", "78") and want[2][2] == "A1C0"
     assert raw_rows(downstream, query.format(down_db)) == want
     # the same text where the table's character set is unknown (a storage schema file carries
     # none): refused at once, naming the table and the value, not retried

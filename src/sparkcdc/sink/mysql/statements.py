@@ -53,22 +53,23 @@ def _bit_param(v: Any) -> Any:
 
 
 def _raw_text_param(codec: str) -> ParamFn:
-    """Text of a column in a charset other than UTF-8, sent as its bytes when they do not decode.
+    """Text of a column in a charset other than UTF-8 or latin1, sent as that column's bytes.
 
-    Capture keeps each byte its codec cannot read as a lone surrogate (``surrogateescape``):
-    MariaDB's table of a charset can hold sequences Python's lacks (``sjis``, ``ujis``). Such
-    text cannot go into the UTF-8 statement; its bytes, encoded back, are what the upstream
-    column held, and a ``_binary`` literal puts them into the column unconverted.
+    Capture decoded the column's bytes with ``codec`` (a byte it could not read kept as a lone
+    surrogate: MariaDB's ``sjis`` and ``ujis`` hold sequences Python's tables lack); encoding the
+    text back with the same codec gives exactly those bytes, and a ``_binary`` literal puts them
+    into the column unconverted. Sent as text instead, the downstream would map the characters
+    back with its own table, which differs from Python's in places (``ujis``: "Illegal mix of
+    collations" where a character has no ``ujis`` form there). ASCII is the same either way.
     """
 
     def convert(v: Any) -> Any:
         if type(v) is not str or v.isascii():
             return v
         try:
-            v.encode("utf-8")
-        except UnicodeEncodeError:
             return v.encode(codec, "surrogateescape")
-        return v
+        except UnicodeEncodeError:  # not text this column's codec read: the downstream decides
+            return v
 
     return convert
 

@@ -766,6 +766,28 @@ def more_charsets(up: LocalMariaDB, db: str) -> None:
     )
 
 
+def japanese_mappings(up: LocalMariaDB, db: str) -> None:
+    """ujis and sjis text where Python's codec tables and MariaDB's map a character differently
+    (ujis 0xA1C0 and sjis 0x815F: U+FF3C in Python's, U+005C in MariaDB's), in a table with a key
+    and in one without, whose UPDATE and DELETE match rows by those values."""
+    create_db(
+        up,
+        db,
+        "CREATE TABLE t (id INT PRIMARY KEY, u VARCHAR(10) CHARACTER SET ujis, s VARCHAR(10) CHARACTER SET sjis)",
+        "CREATE TABLE nk (u VARCHAR(10) CHARACTER SET ujis, s VARCHAR(10) CHARACTER SET sjis, n INT)",
+    )
+    sql(
+        up,
+        db,
+        "INSERT INTO t VALUES (1, X'A1C0', X'815F'), (2, X'A4A2A1C0', X'82A0815F'), (3, 'plain', 'plain')",
+        "INSERT INTO nk VALUES (X'A1C0', X'815F', 1), (X'A4A2A1C0', X'82A0', 2), (X'A1C0', X'815F', 3)",
+        "UPDATE t SET u = CONCAT(u, X'A1C0'), s = CONCAT(s, X'815F') WHERE id = 1",
+        "UPDATE nk SET n = n + 10 WHERE n = 1",
+        "DELETE FROM nk WHERE n = 2",
+        "UPDATE t SET id = 4 WHERE id = 2",
+    )
+
+
 def large_values(up: LocalMariaDB, db: str) -> None:
     """Values of a few hundred kilobytes in TEXT and BLOB columns (well under max_allowed_packet)."""
     create_db(up, db, "CREATE TABLE t (id INT PRIMARY KEY, doc MEDIUMTEXT, img MEDIUMBLOB)")
@@ -981,6 +1003,7 @@ FORMS: list[Form] = [
     Form("charsets", charsets),
     Form("large_values", large_values),
     Form("more_charsets", more_charsets),
+    Form("japanese_mappings", japanese_mappings),
     Form("compressed_columns", compressed_columns),
     Form("mariadb_types", mariadb_types),
     Form("ddl_sql_mode", ddl_sql_mode),

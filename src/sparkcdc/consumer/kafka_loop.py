@@ -325,16 +325,10 @@ class KafkaConsumerBase(ABC, Generic[StateT]):
         key = (schema, table)
         info = self._tables.get(key)
         if info is None:
-            from sparkcdc.capture.catalog import parse_create_table
-            from sparkcdc.sink.mysql.statements import quote_ident_raw
+            from sparkcdc.consumer.downstream import downstream_table
 
-            conn = self.applier.connection()
-            with conn.cursor() as cur:
-                cur.execute(f"SHOW CREATE TABLE {quote_ident_raw(schema)}.{quote_ident_raw(table)}")
-                row = cur.fetchone()
-            conn.commit()
-            if row is None:
+            info = downstream_table(self.applier, schema, table)
+            if info is None:
                 raise DecodeError(f"downstream table {schema}.{table} does not exist")
-            info = parse_create_table(row[1], schema)
             self._tables[key] = info
         return info

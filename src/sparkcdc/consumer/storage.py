@@ -158,6 +158,7 @@ class StorageConsumer:
 
             self._decoder = CSVDecoder.from_config(self.config)
         self._defs: dict[str, TableDefinition] = {}
+        self._infos: dict[str, TableInfo] = {}
         self._progress = ProgressTable(self.progress_schema, PROGRESS_TABLE, PROGRESS_COLUMNS)
 
     # -- public --------------------------------------------------------------------------------
@@ -323,6 +324,19 @@ class StorageConsumer:
 
     # -- schema files --------------------------------------------------------------------------
 
+    def _table_info(self, sf: _SchemaFile) -> TableInfo:
+        """The table shape of a schema file, with the downstream table's character sets (the
+        schema file names none; the applier writes non-UTF-8 text back as its bytes with them)."""
+        info = self._infos.get(sf.path)
+        if info is None:
+            from sparkcdc.consumer.downstream import downstream_table, with_downstream_charsets
+
+            info = self._definition(sf).to_table_info()
+            if any(c.is_text for c in info.columns):
+                info = with_downstream_charsets(info, downstream_table(self.applier, info.schema, info.table))
+            self._infos[sf.path] = info
+        return info
+
     def _definition(self, sf: _SchemaFile) -> TableDefinition:
         d = self._defs.get(sf.path)
         if d is None:
@@ -393,7 +407,7 @@ class StorageConsumer:
         stats: RoundStats,
     ) -> bool:
         """Apply a directory's new files up to the checkpoint; False if schema is missing."""
-        info = self._definition(sf).to_table_info()
+        info = self._table_info(sf)
         if not info.columns:
             raise DecodeError(f"schema file {sf.path} has no columns; cannot decode {d.path}")
         key = _table_key(d.schema, d.table)

@@ -60,9 +60,7 @@ def with_downstream_charsets(info: TableInfo, downstream: TableInfo | None) -> T
         return info
     charsets = {c.name.lower(): c.charset for c in downstream.columns if c.is_text}
     columns = tuple(
-        replace(c, charset=charsets[c.name.lower()])
-        if c.is_text and charsets.get(c.name.lower())
-        else c
+        replace(c, charset=charsets[c.name.lower()]) if c.is_text and charsets.get(c.name.lower()) else c
         for c in info.columns
     )
     return info if columns == info.columns else replace(info, columns=columns, _pos={})

@@ -292,7 +292,10 @@ class StatementPlanner:
             if not plan.key_idx:
                 if safe:
                     self._delete(plan, row.before)
-                    self._write(plan, row.after, replace=not plan.no_replace)
+                    if plan.no_replace:
+                        self._renew(plan, row.after)
+                    else:
+                        self._write(plan, row.after, replace=True)
                 else:
                     self._single(plan, *plan.update(row.before, row.after))
             elif safe:

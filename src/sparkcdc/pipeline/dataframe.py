@@ -317,4 +317,6 @@ class ChangeStreamDataSource(DataSource):
 
 def register(spark: Any) -> None:
     """Make ``spark.readStream.format("sparkcdc")`` available in this Spark session."""
-    spark.dataSource.register(ChangeStreamDataSource)
+    from sparkcdc.pipeline.spark import register_data_source
+
+    register_data_source(spark, ChangeStreamDataSource)

@@ -213,9 +213,43 @@ def get_spark(
     if id(spark) not in _registered:
         from sparkcdc.pipeline.source import BinlogDataSource
 
-        spark.dataSource.register(BinlogDataSource)
+        register_data_source(spark, BinlogDataSource)
         _registered.add(id(spark))
     return spark
+
+
+def register_data_source(spark: Any, source: Any) -> None:
+    """``spark.dataSource.register(source)``, with the source's environment in a concurrent map.
+
+    Every Python function Spark derives from a registered data source (one per query, per
+    batch's reader) shares the registered function's environment map, and each streaming
+    query's source runner, as it starts on the driver, puts its variables into that map
+    (``PythonStreamingSourceRunner.init``: ``SPARK_LOCAL_DIRS``, ``SPARK_BUFFER_SIZE`` …) without
+    a lock. PySpark makes it a ``java.util.HashMap``. Under a server, queries start on several
+    threads while the scheduler serializes other queries' tasks, whose reader holds that map: two
+    puts at once can leave the map's size unequal to its entries, and from then on every task
+    that reads the source fails to deserialize (``java.io.OptionalDataException``), so a
+    changefeed whose sink reads rows from the source fails after its retries. A
+    ``ConcurrentHashMap`` takes concurrent puts and serializes without a size.
+    """
+    from pyspark.core.rdd import _prepare_for_python_RDD
+
+    sc = spark.sparkContext
+    jvm = sc._jvm
+    pickled, broadcast_vars, env, includes = _prepare_for_python_RDD(sc, source)
+    function = jvm.SimplePythonFunction(
+        bytearray(pickled),
+        jvm.java.util.concurrent.ConcurrentHashMap(env),
+        includes,
+        sc.pythonExec,
+        sc.pythonVer,
+        broadcast_vars,
+        sc._javaAccumulator,
+    )
+    data_source = getattr(
+        jvm, "org.apache.spark.sql.execution.datasources.v2.python.UserDefinedPythonDataSource"
+    )(function)
+    spark._jsparkSession.dataSource().registerPython(source.name(), data_source)
 
 
 CHANGEFEED_TASKS_KEY = "spark.sparkcdc.changefeedTasks"

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import datetime
 import threading
+from dataclasses import replace
 from decimal import Decimal
 from typing import Any
 
 import pytest
 
+from sparkcdc.capture.catalog import SchemaCatalog
 from sparkcdc.errors import SinkError
 from sparkcdc.model import ColumnInfo, IndexInfo, RowChange, TableInfo
 from sparkcdc.services.mariadb import LocalMariaDB
@@ -488,8 +490,6 @@ def test_concurrent_appliers_on_different_tables(
 
 
 def test_wrong_password_is_a_clear_error(conn_params: ConnParams) -> None:
-    from dataclasses import replace
-
     bad = replace(conn_params, password="wrong")
     with pytest.raises(SinkError, match="access denied"):
         MySQLApplier(bad).connection()
@@ -595,9 +595,6 @@ def test_a_period_key_table_replays_in_safe_mode_without_replace(
 ) -> None:
     """MariaDB refuses ``REPLACE`` on a table with a key ``WITHOUT OVERLAPS``: safe mode deletes
     the row by its key (the period's end and start included) and inserts it."""
-    from dataclasses import replace
-
-    from sparkcdc.capture.catalog import SchemaCatalog
 
     ddl = (
         "CREATE TABLE rooms (id INT, s DATE NOT NULL, e DATE NOT NULL, v INT, PERIOD FOR p (s, e), "
@@ -645,9 +642,6 @@ def test_text_its_charset_table_holds_but_python_cannot_read_arrives_byte_for_by
     ``0x8740``; main/ctype_sjis), and Python's ``euc_jp`` reads ujis ``0xA1C0`` as U+FF3C where
     MariaDB reads U+005C. Capture keeps unreadable bytes as lone surrogates; the sink sends the
     column's bytes back, so the downstream holds what the upstream does."""
-    from dataclasses import replace
-
-    from sparkcdc.capture.catalog import SchemaCatalog
     from sparkcdc.capture.start import head_offset
     from tests.integration.capture.helpers import read_all, upstream
 

@@ -497,10 +497,8 @@ class MySQLApplier:
                 # text that is not Unicode (bytes its charset's codec could not read, kept as lone
                 # surrogates) where the table's charset is unknown: no statement can carry it
                 self._rollback()
-                tables = sorted({f"{r.schema}.{r.table}" for r, _ in chunk})
                 raise SinkError(
-                    f"rows of {', '.join(tables)} (commit_ts {chunk[0][0].commit_ts}..{chunk[-1][0].commit_ts}) "
-                    f"hold text that is not Unicode ({exc.reason}: {exc.object[exc.start : exc.end]!r}), "
+                    f"rows of {_rows_of(chunk)} hold text that is not Unicode ({exc.reason}: {exc.object[exc.start : exc.end]!r}), "
                     "bytes its column's character set holds but sparkcdc could not read (UTF-16 lone "
                     "surrogates, or a table whose character set the sink was not told); leave the table out "
                     "of the changefeed, or convert the column to utf8mb4 upstream"
@@ -533,11 +531,9 @@ class MySQLApplier:
                         return 0
 
     def _refused(self, exc: BaseException, chunk: list[Pair]) -> SparkCdcError:
-        tables = sorted({f"{r.schema}.{r.table}" for r, _ in chunk})
-        ts = (chunk[0][0].commit_ts, chunk[-1][0].commit_ts)
         return SinkError(
-            f"the downstream {self.params.redacted()} refused rows of {', '.join(tables)} "
-            f"(commit_ts {ts[0]}..{ts[1]}): {type(exc).__name__}: {exc}; check that the downstream "
+            f"the downstream {self.params.redacted()} refused rows of {_rows_of(chunk)}"
+            f": {type(exc).__name__}: {exc}; check that the downstream "
             "table exists with the upstream's columns (DDL replicated) and accepts the values"
         )
 
@@ -614,3 +610,9 @@ class MySQLApplier:
         while cur.nextset():
             pass
         self.stats.round_trips += 1
+
+
+def _rows_of(chunk: list[Pair]) -> str:
+    """The tables and commit_ts range of a chunk, for errors: ``a.t, a.u (commit_ts 5..9)``."""
+    tables = sorted({f"{r.schema}.{r.table}" for r, _ in chunk})
+    return f"{', '.join(tables)} (commit_ts {chunk[0][0].commit_ts}..{chunk[-1][0].commit_ts})"

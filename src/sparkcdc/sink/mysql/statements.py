@@ -280,34 +280,22 @@ class StatementPlanner:
         op = row.op
         if op == "I":
             assert row.after is not None
-            if safe and plan.no_replace:
-                self._renew(plan, row.after)
+            if safe:
+                self._replace(plan, row.after)
             else:
-                self._write(plan, row.after, replace=safe)
+                self._write(plan, row.after, replace=False)
         elif op == "D":
             assert row.before is not None
             self._delete(plan, row.before)
         else:
             assert row.before is not None and row.after is not None
-            if not plan.key_idx:
-                if safe:
-                    self._delete(plan, row.before)
-                    if plan.no_replace:
-                        self._renew(plan, row.after)
-                    else:
-                        self._write(plan, row.after, replace=True)
-                else:
-                    self._single(plan, *plan.update(row.before, row.after))
-            elif safe:
-                if plan.key(row.before) != plan.key(row.after):
-                    self._delete(plan, row.before)
-                if plan.no_replace:
-                    self._renew(plan, row.after)
-                else:
-                    # REPLACE removes the old image when the key is unchanged (and any row a unique key collides with).
-                    self._write(plan, row.after, replace=True)
-            else:
+            if not safe:
                 self._single(plan, *plan.update(row.before, row.after))
+                return
+            if not plan.key_idx or plan.key(row.before) != plan.key(row.after):
+                self._delete(plan, row.before)
+            # REPLACE removes the old image when the key is unchanged (and any row a unique key collides with).
+            self._replace(plan, row.after)
 
     def finish(self) -> list[Statement]:
         """Flush every pending group and return the statements in execution order."""
@@ -344,10 +332,14 @@ class StatementPlanner:
         if len(g.writes) >= self.max_rows or g.write_bytes >= self.max_bytes:
             self._flush(g)
 
-    def _renew(self, plan: TablePlan, image: Sequence[Any]) -> None:
-        """Safe mode where ``REPLACE`` is refused: delete what the image collides with, then insert it."""
-        self._single(plan, *plan.delete_colliding(image))
-        self._write(plan, image, replace=False)
+    def _replace(self, plan: TablePlan, image: Sequence[Any]) -> None:
+        """Safe mode's write: ``REPLACE``, or where MariaDB refuses it (``plan.no_replace``) a
+        ``DELETE`` of what the image collides with, then an ``INSERT``."""
+        if plan.no_replace:
+            self._single(plan, *plan.delete_colliding(image))
+            self._write(plan, image, replace=False)
+        else:
+            self._write(plan, image, replace=True)
 
     def _delete(self, plan: TablePlan, image: Sequence[Any]) -> None:
         if not plan.key_idx or not self.batch:

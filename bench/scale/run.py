@@ -640,7 +640,7 @@ def run_one(ctx: Context, kind: str, setup: Setup, rep: int) -> Result:
                 res.check = f"{got:,} CSV records"
             else:
                 assert broker is not None
-                got = bench_module("kafka").topic_messages(broker.bootstrap, cid)
+                got = bench_module("kafka").read_topic(broker.bootstrap, cid)[0]
                 res.check = f"{got:,} messages"
             if got != ctx.stream_rows or res.rows != ctx.stream_rows:
                 res.check += f" (WARNING: {res.rows:,} rows reported, {ctx.stream_rows:,} expected)"

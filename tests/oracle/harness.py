@@ -39,6 +39,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -417,11 +418,31 @@ class Oracle:
             )
 
     def _consume(self, cap: Capture, work: Path) -> None:
-        """Replay each run's storage files and topic into their MariaDB, in the order of the runs."""
-        from sparkcdc.config.replica import ReplicaConfig
-        from sparkcdc.consumer.kafka import run_kafka_consumer
+        """Replay each run's storage files and topic into their MariaDB, in the order of the runs.
 
+        The two paths have MariaDBs of their own: the storage consumers (subprocesses) run on a
+        thread beside the Kafka consumer.
+        """
         progress = f"oracle_progress_{cap.name.replace('-', '_')}"
+        failures: list[BaseException] = []
+
+        def storage() -> None:
+            try:
+                self._consume_storage(cap, work, progress)
+            except BaseException as exc:  # raised below, after the Kafka consumer
+                failures.append(exc)
+
+        thread = threading.Thread(target=storage, name=f"oracle-storage-consumer-{cap.name}")
+        thread.start()
+        try:
+            self._consume_kafka(cap, progress)
+        finally:
+            thread.join()
+        if failures:
+            raise failures[0]
+
+    def _consume_storage(self, cap: Capture, work: Path, progress: str) -> None:
+        """Replay each storage run's files into the storage path's MariaDB, in the order of the runs."""
         for rnd in cap.paths["storage"].rounds:
             if not (work / f"storage-{rnd.index}" / "metadata").exists():
                 if not rnd.error:
@@ -450,6 +471,12 @@ class Oracle:
                     f"sparkcdc consumer of run {rnd.index} exited with {res.returncode}: "
                     f"{_error_lines(res.stdout + res.stderr)}",
                 )
+
+    def _consume_kafka(self, cap: Capture, progress: str) -> None:
+        """Replay each Kafka run's topic into the Kafka path's MariaDB, in the order of the runs."""
+        from sparkcdc.config.replica import ReplicaConfig
+        from sparkcdc.consumer.kafka import run_kafka_consumer
+
         topics = self._topics()
         for rnd in cap.paths["kafka"].rounds:
             topic = f"oracle-{cap.name}-{rnd.index}"

@@ -330,7 +330,7 @@ def _http_changes(receiver: Receiver) -> tuple[list[tuple[Any, ...]], int]:
 
 
 def _iceberg_changes(warehouse: Path) -> dict[str, list[tuple[int, int, str]]]:
-    """(_commit_ts, _seq, the row's ``v`` or "") of every row of each changelog table."""
+    """(_commit_ts, _seq, ``_row_key`` of the row) of every row of each changelog table."""
     from pyiceberg.catalog.sql import SqlCatalog
 
     cat = SqlCatalog(
@@ -339,10 +339,10 @@ def _iceberg_changes(warehouse: Path) -> dict[str, list[tuple[int, int, str]]]:
     out = {}
     for ns, name in cat.list_tables("default"):
         t = cat.load_table((ns, name)).scan().to_arrow()
-        v = t["v"].to_pylist() if "v" in t.column_names else [""] * t.num_rows
-        out[name] = list(
-            zip(t["_commit_ts"].to_pylist(), t["_seq"].to_pylist(), [x or "" for x in v], strict=True)
-        )
+        cols = [c for c in t.column_names if c in ("id", "v")]
+        rows = t.select(cols).to_pylist() if cols else [{}] * t.num_rows
+        keys = [_row_key(row) for row in rows]
+        out[name] = list(zip(t["_commit_ts"].to_pylist(), t["_seq"].to_pylist(), keys, strict=True))
     return out
 
 
@@ -350,11 +350,21 @@ OLD_VALUES = ("old", "old again", "old header")
 """The ``v`` an old-header transaction writes (``_old_header``)."""
 
 
+def _row_key(row: dict[str, Any]) -> str:
+    """A row's ``id`` and ``v`` as one string ("id=7 v=old"), the same from a canal-json message
+    (values as text) and from a changelog table (typed values)."""
+    return f"id={row.get('id')} v={row.get('v')}"
+
+
+def _old_row(key: str) -> bool:
+    return key.split(" v=", 1)[1] in OLD_VALUES
+
+
 def _pair_renumbered(
     only_http: dict[tuple[str, int], list[str]], only_ice: dict[tuple[str, int], list[str]]
 ) -> tuple[list[str], list[tuple[str, int]], list[tuple[str, int]]]:
     """Pair the transactions one sink has at a commit_ts the other lacks: the same table, the same
-    rows (their ``v``), each row an old-header write. Such a transaction's commit_ts is not the
+    rows (``_row_key``), each row an old-header write. Such a transaction's commit_ts is not the
     binlog's alone: after a batch that raised a changefeed's chain state to a resolved ts R it gets
     R + 1 (docs/ARCHITECTURE.md, "commit_ts from the binlog"), and two changefeeds raise at different
     moments. The pairs (described), and what stays unpaired on each side."""
@@ -366,7 +376,7 @@ def _pair_renumbered(
             (
                 k
                 for k, vs in sorted(left.items())
-                if k[0] == table and sorted(vs) == sorted(values) and all(v in OLD_VALUES for v in vs)
+                if k[0] == table and sorted(vs) == sorted(values) and all(_old_row(v) for v in vs)
             ),
             None,
         )
@@ -689,7 +699,7 @@ def _check(
     http_txns: dict[tuple[str, int], list[str]] = {}
     for t, ts, _kind, data, _old in http:
         for row in json.loads(data) or [{}]:
-            http_txns.setdefault((f"{SCHEMA}_{t}", ts), []).append(row.get("v") or "")
+            http_txns.setdefault((f"{SCHEMA}_{t}", ts), []).append(_row_key(row))
     ice_txns: dict[tuple[str, int], list[str]] = {}
     for name, rows in ice.items():
         for ts, _seq, v in rows:

@@ -2,7 +2,9 @@
 
 Concurrent savepoints, XA, keys changed several times, MyISAM/Aria beside InnoDB, UUID/INET6/JSON
 columns and DDL in between (``random_workload``); the seed is printed and can be set with
-``SPARKCDC_ORACLE_SEED``. ``bench/oracle/run.py --paths-only`` runs it for longer.
+``SPARKCDC_ORACLE_SEED``. The workload itself is checked first: every form ran, nothing failed that
+an application would not expect, and the native replica caught up without an error and equals the
+upstream. ``bench/oracle/run.py`` runs it for longer, natively and through the paths.
 """
 
 from __future__ import annotations
@@ -13,7 +15,9 @@ import pytest
 
 from sparkcdc.services.mariadb import LocalMariaDB
 from tests.oracle.harness import PATHS, Capture, Oracle
-from tests.oracle.random_workload import run_random
+from tests.oracle.native import check_native
+from tests.oracle.random_workload import FEATURES, Stats, run_random
+from tests.oracle.tablediff import base_tables
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration, pytest.mark.spark]
 
@@ -23,22 +27,36 @@ DATABASE = "rw_paths"
 
 
 @pytest.fixture(scope="module")
-def capture(oracle: Oracle) -> Capture:
+def written(oracle: Oracle) -> tuple[Capture, Stats]:
     """The random slice written on the session's oracle and delivered through the three paths."""
+    done: list[Stats] = []
 
     def write(up: LocalMariaDB) -> None:
-        stats = run_random(up, seed=SEED, seconds=SECONDS, database=DATABASE)
-        assert not stats.unexpected, f"the random workload met unexpected errors: {stats.unexpected[:5]}"
+        done.append(run_random(up, seed=SEED, seconds=SECONDS, database=DATABASE))
 
     cap = oracle.capture("random-slice", write, [DATABASE])
     print(
-        f"random slice seed {SEED}, {SECONDS:.0f} s: "
+        f"random slice seed {SEED}, {SECONDS:.0f} s: {done[0].summary()}; "
         + ", ".join(f"{k} {v:.0f} s" for k, v in cap.seconds.items())
     )
-    return cap
+    return cap, done[0]
+
+
+def test_the_workload_did_what_it_claims_and_replicates_natively(written: tuple[Capture, Stats]) -> None:
+    cap, stats = written
+    assert not stats.unexpected, f"the random workload met unexpected errors: {stats.unexpected[:5]}"
+    step_forms = FEATURES - {"ddl", "nontransactional"}
+    missing = sorted(f for f in step_forms if stats.forms[f] == 0)
+    assert not missing, f"forms that never ran: {missing} ({stats.summary()})"
+    assert stats.committed >= 200 and stats.rolled_back >= 10, stats.summary()
+    assert stats.ddls >= 3 and any(k.startswith("ddl_") for k in stats.forms), stats.summary()
+    tables, rows = check_native(cap.oracle.upstream, cap.oracle.replica, [DATABASE])
+    assert tables == len(base_tables(cap.oracle.upstream, DATABASE)) >= 5
+    assert rows > 100, f"only {rows} rows compared"
 
 
 @pytest.mark.parametrize("path", PATHS)
-def test_random_slice_equals_native_replica(path: str, capture: Capture) -> None:
+def test_random_slice_equals_native_replica(path: str, written: tuple[Capture, Stats]) -> None:
+    capture, _stats = written
     capture.assert_ran(path)
     capture.assert_equal(path, DATABASE)

@@ -58,6 +58,8 @@ def main(argv: list[str] | None = None) -> int:
         )
         for fault in report.faults + [f"missed {m}" for m in report.missed]:
             print(f"  fault {fault}")
+        for pair in report.renumbered:
+            print(f"  renumbered {pair}")
         for problem in report.problems:
             print(f"  PROBLEM {problem}")
         failed += bool(report.problems)

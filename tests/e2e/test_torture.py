@@ -21,7 +21,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.integration, pytest.mark.spark]
 
 def test_crashes_and_failovers_lose_nothing_and_repeat_nothing(mariadb: LocalMariaDB, tmp_path: Path) -> None:
     report = run_torture(mariadb, tmp_path, seconds=60, faults=3, seed=20261128)
-    print(report.line())
+    print(report.line(), *report.renumbered, sep="\n  ")
     assert not report.problems, "\n".join([report.line(), *report.problems])
     kinds = {f.split(":", 1)[0] for f in report.faults}
     assert {"owner", "worker", "failpoint"} <= kinds and not report.missed, report.line()

@@ -261,3 +261,33 @@ def test_session_settings() -> None:
     )
     assert mysql_time_zone("UTC") == "+00:00"
     assert mysql_time_zone("+08:00") == "+08:00"
+
+
+UJIS = TableInfo(
+    schema="s",
+    table="t",
+    columns=(
+        ColumnInfo("id", "int", nullable=False),
+        ColumnInfo("name", "varchar", length=10, charset="ujis"),
+        ColumnInfo("note", "varchar", length=10, charset="utf8mb4"),
+    ),
+    indexes=(IndexInfo("PRIMARY", ("id",), unique=True, primary=True),),
+    version=1,
+)
+
+
+def test_a_refused_row_holding_u_fffd_in_a_non_unicode_column_says_what_the_message_lost() -> None:
+    applier = MySQLApplier(ConnParams())
+    lost = RowChange("I", "s", "t", 1, 7, None, (1, "a\ufffdb", "ok"), 0)
+    msg = applier._refused(
+        pymysql.err.OperationalError(1267, "Illegal mix of collations"), [(lost, UJIS)]
+    ).message
+    assert "refused rows of s.t (commit_ts 7..7)" in msg and "Illegal mix of collations" in msg
+    assert "column name of s.t (ujis) holds U+FFFD" in msg and "canal-json writes U+FFFD" in msg
+    # a real U+FFFD in a Unicode column, or none at all: no such hint
+    for row in (
+        RowChange("I", "s", "t", 1, 7, None, (1, "plain", "a\ufffdb"), 0),
+        RowChange("U", "s", "t", 1, 7, (1, "old", None), (1, "new", None), 0),
+    ):
+        msg = applier._refused(pymysql.err.OperationalError(1062, "Duplicate"), [(row, UJIS)]).message
+        assert "U+FFFD" not in msg, msg

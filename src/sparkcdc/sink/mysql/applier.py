@@ -54,6 +54,7 @@ from typing import Any
 
 import pymysql
 
+from sparkcdc.capture.charsets import CODECS
 from sparkcdc.errors import SinkError, SparkCdcError
 from sparkcdc.model import RowChange, TableInfo
 from sparkcdc.sink.mysql.connection import (
@@ -534,7 +535,7 @@ class MySQLApplier:
         return SinkError(
             f"the downstream {self.params.redacted()} refused rows of {_rows_of(chunk)}"
             f": {type(exc).__name__}: {exc}; check that the downstream "
-            "table exists with the upstream's columns (DDL replicated) and accepts the values"
+            f"table exists with the upstream's columns (DDL replicated) and accepts the values{_lost_bytes(chunk)}"
         )
 
     def _rollback(self) -> None:
@@ -610,6 +611,27 @@ class MySQLApplier:
         while cur.nextset():
             pass
         self.stats.round_trips += 1
+
+
+def _lost_bytes(chunk: list[Pair]) -> str:
+    """Why a refused chunk may not be the downstream's fault: a value holding U+FFFD in a column whose
+    character set is not Unicode stands for bytes the message format could not carry (canal-json
+    writes U+FFFD for bytes that are not UTF-8, as TiCDC does); '' when no value does."""
+    for row, table in chunk:
+        for image in (row.after, row.before):
+            for col, v in zip(table.columns, image or (), strict=False):
+                if type(v) is not str or "\ufffd" not in v or not col.charset:
+                    continue
+                codec = CODECS.get(col.charset.lower())
+                if codec is not None and not codec.startswith("utf-"):
+                    return (
+                        f"; column {col.name} of {row.schema}.{row.table} ({col.charset}) holds U+FFFD, which "
+                        "stands for bytes of that character set the message could not carry (canal-json "
+                        "writes U+FFFD for bytes that are not UTF-8, as TiCDC does): such a row cannot be "
+                        "applied as the upstream has it; convert the column to utf8mb4 upstream or leave "
+                        "the table out of the changefeed"
+                    )
+    return ""
 
 
 def _rows_of(chunk: list[Pair]) -> str:

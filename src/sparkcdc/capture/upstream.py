@@ -17,6 +17,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 import pymysql
 
+from sparkcdc import mysql_client
 from sparkcdc.config.replica import is_time_zone
 from sparkcdc.config.uri import parse_duration, redact_uri, unencoded_userinfo
 from sparkcdc.errors import ConfigError, UpstreamSetupError, UpstreamUnavailable
@@ -127,7 +128,7 @@ class UpstreamConfig:
         wanted = params["read_timeout"]
         params["read_timeout"] = min(self.connect_timeout, wanted) if wanted else self.connect_timeout
         try:
-            conn = pymysql.connect(**params)
+            conn = mysql_client.connect(**params)
             conn._read_timeout = wanted
             return conn
         except (pymysql.err.InternalError, struct.error, IndexError, UnicodeDecodeError) as exc:

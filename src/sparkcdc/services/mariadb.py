@@ -19,6 +19,7 @@ from typing import Any
 
 import pymysql
 
+from sparkcdc import mysql_client
 from sparkcdc.services.common import free_port, stop_process, wait_until
 
 BINLOG_ARGS = (
@@ -158,7 +159,7 @@ class LocalMariaDB:
             charset="utf8mb4",
         )
         params.update(kw)
-        return pymysql.connect(**params)
+        return mysql_client.connect(**params)
 
     def execute(self, *statements: str, database: str | None = None) -> None:
         """Run statements on a fresh autocommit connection."""

@@ -20,6 +20,7 @@ from typing import Any
 import pymysql
 from pymysql.constants import CLIENT
 
+from sparkcdc import mysql_client
 from sparkcdc.errors import ConfigError, SinkError, SinkUnavailable, SparkCdcError
 
 log = logging.getLogger(__name__)
@@ -171,7 +172,7 @@ def _open(p: ConnParams, host: str, port: int, password: str, autocommit: bool) 
     ctx = _ssl_context(p)
     if ctx is not None:
         kwargs["ssl"] = ctx
-    conn = pymysql.connect(**kwargs)
+    conn = mysql_client.connect(**kwargs)
     conn._read_timeout = p.read_timeout
     return conn
 

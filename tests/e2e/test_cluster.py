@@ -17,6 +17,7 @@ import csv
 import io
 import re
 import signal
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -83,28 +84,36 @@ def _alive(cluster: LocalSparkCluster, i: int) -> bool:
 
 
 def busy_worker(cluster: LocalSparkCluster, timeout: float = 120) -> int:
-    """The first worker whose Python workers are using CPU: a task of ours runs there now."""
-    last: dict[int, float] = {}
+    """The first worker whose Python workers are using CPU: a task of ours runs there now.
 
-    def cpu(i: int) -> float:
+    Busy means a quarter of a core over the time between two looks, counted per process (a Python
+    worker that started meanwhile counts from its start): on a loaded machine a task gets less
+    than a core, and the looks come further apart than asked.
+    """
+    seen: dict[int, float] = {}  # pid -> CPU seconds at the last look
+    last_look = [time.monotonic()]
+
+    def used(i: int) -> float:
         total = 0.0
         for p in cluster.worker_processes(i):
             try:
                 if "python" in p.name():
                     t = p.cpu_times()
-                    total += t.user + t.system
+                    now = t.user + t.system
+                    total += now - seen.get(p.pid, 0.0)
+                    seen[p.pid] = now
             except Exception:  # the process ended between the listing and the read
                 continue
         return total
 
+    for i in range(cluster.workers):
+        used(i)
+
     def probe() -> int | None:
-        for i in range(cluster.workers):
-            now = cpu(i)
-            before = last.get(i)
-            last[i] = now
-            if before is not None and now - before > 0.15:
-                return i + 1
-        return None
+        wall = time.monotonic() - last_look[0]
+        last_look[0] += wall
+        busy = [i for i in range(cluster.workers) if used(i) > 0.25 * wall]
+        return busy[0] + 1 if busy else None
 
     return int(wait_until(probe, timeout=timeout, what="a task running on a worker", interval=0.3)) - 1
 
@@ -169,30 +178,46 @@ def _stream_through_a_worker_loss(
         env=cluster.driver_env(),
     )
     load = SteadyLoad(mariadb, schema, pause=0.05)
+
+    def why() -> str:
+        alive = cluster.alive_workers()
+        return f"\ncheckpoint: {_checkpoint(state)}\nalive workers: {alive}\ndriver output:\n{run.output()[-8000:]}"
+
     try:
         run.wait_for("started; data dir", timeout=240, what="the changefeed to start on the cluster")
         wait_for(lambda: _checkpoint(state).get("rows_total", 0) > 0, 240, "a first batch on the cluster")
         load.start()
+        # Counted before the burst is written: read after it, the count could already hold the burst
+        # (its batch committed while the probe looked for a busy worker), and the wait below would
+        # then wait for a second burst that never comes.
+        before = _checkpoint(state).get("rows_total", 0)
         # A batch large enough that its tasks run for seconds: the kill lands inside one.
         mariadb.execute(
             f"INSERT INTO `{schema}`.big SELECT seq, seq, REPEAT('x', 30) FROM `{schema}`.seq_1_to_{BURST_ROWS}"
         )
         victim = busy_worker(cluster)
-        before = _checkpoint(state).get("rows_total", 0)
+        at_kill = _checkpoint(state).get("rows_total", 0)
         cluster.kill_worker(victim)
         assert len(cluster.alive_workers()) == cluster.workers - 1
+        assert at_kill < before + BURST_ROWS, (
+            f"the burst was committed ({at_kill} rows, {before} before it) before a busy worker was "
+            "found: the kill did not land inside its batch"
+        )
         # The batch is rescheduled on the worker that is left, and the stream goes on past it.
         wait_for(
-            lambda: _checkpoint(state).get("rows_total", 0) > before + BURST_ROWS,
+            lambda: _checkpoint(state).get("rows_total", 0) >= before + BURST_ROWS,
             300,
             "the burst to be written after the worker loss",
+            on_timeout=why,
         )
         cluster.restart_worker(victim)
         seen = load.transactions
         wait_for(lambda: load.transactions > seen + 30, 60, "more load after the worker came back")
         load.stop()
         target = tso(mariadb.uri)
-        wait_for(lambda: _checkpoint(state).get("checkpoint_ts", 0) >= target, 300, "the end of the load")
+        wait_for(
+            lambda: _checkpoint(state).get("checkpoint_ts", 0) >= target, 300, "the end of the load", why
+        )
         _stop(run, delivered, target)
     finally:
         if load.is_alive():

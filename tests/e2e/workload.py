@@ -769,11 +769,14 @@ def tso(upstream_uri: str) -> int:
     return int(res.stdout.strip().splitlines()[-1])
 
 
-def wait_for(probe: Callable[[], Any], timeout: float, what: str) -> Any:
-    """Poll ``probe`` until truthy (thin wrapper over services.common.wait_until)."""
+def wait_for(
+    probe: Callable[[], Any], timeout: float, what: str, on_timeout: Callable[[], str] | None = None
+) -> Any:
+    """Poll ``probe`` until truthy (thin wrapper over services.common.wait_until); ``on_timeout`` adds
+    what the failure message should show (a process's output, a state file)."""
     from sparkcdc.services.common import wait_until
 
-    return wait_until(probe, timeout=timeout, what=what, interval=0.2)
+    return wait_until(probe, timeout=timeout, what=what, interval=0.2, on_timeout=on_timeout)
 
 
 def elapsed(t0: float) -> float:

@@ -211,6 +211,10 @@ def run_size(up: LocalMariaDB, work: Path, n: int, idle: float, writes: int) -> 
         out["start_s"] = time.monotonic() - t0
         out["start_load"] = f"{load0} -> {_load()}"
         out["retries"] = _metric_sum(server.url, "sparkcdc_changefeed_retries_total")
+        if out["retries"]:
+            # why: the server logs each retry with its error (Scheduler._on_error)
+            lines = server.log_path.read_text(errors="replace").splitlines()
+            print(*(ln[:600] for ln in lines if " WARNING " in ln or " ERROR " in ln), sep="\n", flush=True)
 
         # idle: let the starts settle, then measure
         time.sleep(10)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import shutil
 import tempfile
 import threading
@@ -124,6 +125,8 @@ class RunningChangefeed:
         changefeed starts (the server's meta database), before the sink publishes it."""
         self.on_planned: Callable[[dict[str, Any]], None] | None = None
         """Also records a batch about to be written (``save_planned``) where the next owner starts."""
+        self.give_back_start_slot: Callable[[], None] = lambda: None
+        """Gives back the start slot the query holds until its first batch (``_StartSlots``)."""
         self._load_checkpoint()
         self.run_start: Offset = self.last_end
         """Where this run's query starts reading: the backlog counts from here."""
@@ -262,6 +265,7 @@ class RunningChangefeed:
         quiet: tuple[str, int, tuple[str, int]] | None = None  # (end, head) of a scan that found nothing
         while not self._stopped.wait(1.0):
             if self.query is not None and not self.query.isActive:
+                self.give_back_start_slot()  # it ended before its first batch
                 break
             listed = self._probe_backlog()
             # The head the probe just listed: while it stays where a scan from the same end found
@@ -325,6 +329,7 @@ class RunningChangefeed:
     def stop(self) -> None:
         """Stop the query and the monitor (the sink keeps what was committed)."""
         self._stopped.set()
+        self.give_back_start_slot()
         if self.query is not None:
             try:
                 self.query.stop()
@@ -338,14 +343,61 @@ class RunningChangefeed:
             self._report()
 
 
-def _released_first(writer: BatchWriter, spark: Any) -> Callable[[Any, int], None]:
-    """``writer``, releasing Spark's planner processes before the first batch it writes."""
+QUERY_START_CAP_S = 30.0
+"""How long a starting query holds its start slot at most when no first batch comes."""
+
+
+class _StartSlots:
+    """How many streaming queries of this process start at once: a query holds a slot from its
+    ``start()`` until its first batch reaches the writer (or ``QUERY_START_CAP_S``).
+
+    Each query starts its source's Python runner, a process Spark gives 10 seconds (fixed in
+    ``PythonWorkerFactory``) to import PySpark and connect back. Twenty changefeeds created at
+    once on two cores started twenty runners beside twenty first batches, and some missed the 10
+    seconds ("Python worker failed to connect back"): their starts were retried. Two slots per
+    core keep the runners that import at the same time few; a query that has its first batch
+    holds none, however long that batch runs.
+    """
+
+    def __init__(self, slots: int) -> None:
+        self.slots = threading.BoundedSemaphore(slots)
+
+    def take(self) -> Callable[[], None]:
+        """Wait for a slot; the returned function gives it back (once, whoever calls it first)."""
+        self.slots.acquire()
+        lock = threading.Lock()
+        held = [True]
+
+        def give_back() -> None:
+            with lock:
+                if not held:
+                    return
+                held.clear()
+            timer.cancel()
+            self.slots.release()
+
+        timer = threading.Timer(QUERY_START_CAP_S, give_back)
+        timer.daemon = True
+        timer.start()
+        return give_back
+
+
+_START_SLOTS = _StartSlots(2 * max(1, os.cpu_count() or 1))
+
+
+def _first_batch(
+    writer: BatchWriter, spark: Any, started: Callable[[], None], release_planners: bool
+) -> Callable[[Any, int], None]:
+    """``writer``, calling ``started`` before the first batch it writes (the source is planned then,
+    its runner connected) and, with ``release_planners``, releasing Spark's planner processes."""
     pending = [True]
 
     def write(df: Any, batch_id: int) -> None:
         if pending:
             pending.clear()
-            log.debug("released Spark's planner processes: %s", release_planner_workers(spark))
+            started()
+            if release_planners:
+                log.debug("released Spark's planner processes: %s", release_planner_workers(spark))
         writer(df, batch_id)
 
     return write
@@ -541,13 +593,18 @@ def start_changefeed(
         redact_uri(spec.sink_uri),
         start,
     )
-    running.query = (
-        df.writeStream.foreachBatch(_released_first(writer, spark) if release_planners else writer)
-        .option("checkpointLocation", spark_checkpoint)
-        .queryName(f"sparkcdc-{spec.changefeed_id}")
-        .trigger(processingTime=batch_trigger(spec.trigger_interval, sink.batch_interval))
-        .start()
-    )
+    started = running.give_back_start_slot = _START_SLOTS.take()
+    try:
+        running.query = (
+            df.writeStream.foreachBatch(_first_batch(writer, spark, started, release_planners))
+            .option("checkpointLocation", spark_checkpoint)
+            .queryName(f"sparkcdc-{spec.changefeed_id}")
+            .trigger(processingTime=batch_trigger(spec.trigger_interval, sink.batch_interval))
+            .start()
+        )
+    except BaseException:
+        started()
+        raise
     log.debug("streaming query started in %.2fs", time.monotonic() - t_query)
     running.start_monitor()
     return running

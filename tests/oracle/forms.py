@@ -857,6 +857,32 @@ def ddl_sql_mode(up: LocalMariaDB, db: str) -> None:
     )
 
 
+def period_keys_later(up: LocalMariaDB, db: str) -> None:
+    """Unique keys ``WITHOUT OVERLAPS`` over application-time periods that earlier statements
+    defined (in CREATE TABLE; by ALTER TABLE ... ADD PERIOD), then rows split by ``UPDATE`` and
+    ``DELETE ... FOR PORTION OF``, which insert the parts of a row outside the portion."""
+    create_db(
+        up,
+        db,
+        "CREATE TABLE booking (room INT NOT NULL, s DATE NOT NULL, e DATE NOT NULL, guest VARCHAR(20), "
+        "PERIOD FOR stay (s, e))",
+        "CREATE TABLE price (item INT NOT NULL, f DATE NOT NULL, t DATE NOT NULL, amount INT)",
+    )
+    sql(
+        up,
+        db,
+        "ALTER TABLE booking ADD PRIMARY KEY (room, stay WITHOUT OVERLAPS)",
+        "ALTER TABLE price ADD PERIOD FOR valid (f, t)",
+        "CREATE UNIQUE INDEX one_price ON price (item, valid WITHOUT OVERLAPS)",
+        "INSERT INTO booking VALUES (1, '2026-01-01', '2026-01-10', 'ann'), (2, '2026-01-05', '2026-01-20', 'bob')",
+        "INSERT INTO price VALUES (7, '2026-01-01', '2026-12-31', 100), (8, '2026-01-01', '2026-06-30', 50)",
+        "UPDATE booking FOR PORTION OF stay FROM '2026-01-03' TO '2026-01-05' SET guest = 'cat' WHERE room = 1",
+        "DELETE FROM price FOR PORTION OF valid FROM '2026-03-01' TO '2026-04-01' WHERE item = 7",
+        "UPDATE price SET amount = amount + 1 WHERE item = 8",
+        "DELETE FROM booking WHERE room = 2",
+    )
+
+
 def mariadb_types(up: LocalMariaDB, db: str) -> None:
     """MariaDB's UUID, INET4 and INET6 types, as values and as primary keys (updated and deleted by key)."""
     create_db(
@@ -1006,6 +1032,7 @@ FORMS: list[Form] = [
     Form("japanese_mappings", japanese_mappings),
     Form("compressed_columns", compressed_columns),
     Form("mariadb_types", mariadb_types),
+    Form("period_keys_later", period_keys_later),
     Form("ddl_sql_mode", ddl_sql_mode),
     Form("near_max_packet", near_max_packet),
     # the writes of the two server-setting forms below, with no setting: their control

@@ -4,7 +4,10 @@ not ``REPLACE`` into such a table (MariaDB refuses it)."""
 
 from __future__ import annotations
 
+import pytest
+
 from sparkcdc.capture.catalog import SchemaCatalog
+from sparkcdc.errors import SchemaError
 from sparkcdc.model import TableInfo
 
 CREATE = (
@@ -51,3 +54,58 @@ def test_the_mark_survives_the_round_trip_and_plain_keys_are_written_as_before()
     assert "without_overlaps" not in plain.to_dict()["indexes"][0]
     # a history written before the flag existed reads as no period key
     assert not TableInfo.from_dict(plain.to_dict()).indexes[0].without_overlaps
+
+
+def _keys(cat: SchemaCatalog, table: str) -> dict[str, tuple[tuple[str, ...], bool]]:
+    info = cat.get("d", table)
+    assert info is not None
+    return {ix.name: (ix.columns, ix.without_overlaps) for ix in info.indexes}
+
+
+def test_a_key_over_a_period_an_earlier_statement_defined_resolves_through_the_catalog() -> None:
+    cat = SchemaCatalog()
+    cat.add_database("d")
+    cat.apply_ddl(
+        "CREATE TABLE r (id INT NOT NULL, k INT, s DATE NOT NULL, e DATE NOT NULL, PERIOD FOR p (s, e))",
+        "d",
+        10,
+    )
+    # the catalog is saved with the schema history and read back between the statements
+    cat = SchemaCatalog.from_dict(cat.to_dict())
+    cat.apply_ddl("ALTER TABLE r ADD PRIMARY KEY (id, p WITHOUT OVERLAPS)", "d", 11)
+    cat.apply_ddl("CREATE UNIQUE INDEX u ON r (k, p WITHOUT OVERLAPS)", "d", 12)
+    assert _keys(cat, "r") == {"PRIMARY": (("id", "e", "s"), True), "u": (("k", "e", "s"), True)}
+    info = cat.get("d", "r")
+    assert info is not None and info.handle_key == ("id", "e", "s")
+
+
+def test_periods_added_dropped_renamed_and_copied_by_like() -> None:
+    cat = SchemaCatalog()
+    cat.add_database("d")
+    cat.apply_ddl("CREATE TABLE r (id INT NOT NULL, a DATE NOT NULL, b DATE NOT NULL)", "d", 10)
+    cat.apply_ddl("ALTER TABLE r ADD PERIOD IF NOT EXISTS FOR q (a, b)", "d", 11)
+    cat.apply_ddl("ALTER TABLE r ADD PERIOD IF NOT EXISTS FOR q (a, b)", "d", 12)  # there: nothing
+    cat.apply_ddl("ALTER TABLE r RENAME COLUMN a TO a2", "d", 13)  # MariaDB refuses CHANGE here
+    cat.apply_ddl("CREATE TABLE r2 LIKE r", "d", 14)
+    cat.apply_ddl("ALTER TABLE r2 ADD UNIQUE KEY u (id, q WITHOUT OVERLAPS)", "d", 15)
+    assert _keys(cat, "r2") == {"u": (("id", "b", "a2"), True)}
+    cat.apply_ddl("ALTER TABLE r DROP PERIOD FOR q", "d", 16)
+    cat.apply_ddl("ALTER TABLE r DROP PERIOD IF EXISTS FOR q", "d", 17)
+    with pytest.raises(SchemaError, match="WITHOUT OVERLAPS names period 'q', which the table does not have"):
+        cat.apply_ddl("ALTER TABLE r ADD UNIQUE KEY u (id, q WITHOUT OVERLAPS)", "d", 18)
+    with pytest.raises(SchemaError, match="period 'q' does not exist"):
+        cat.apply_ddl("ALTER TABLE r DROP PERIOD FOR q", "d", 19)
+
+
+def test_system_versioning_periods_stay_unsupported() -> None:
+    cat = SchemaCatalog()
+    cat.add_database("d")
+    cat.apply_ddl("CREATE TABLE r (id INT PRIMARY KEY, s TIMESTAMP(6), e TIMESTAMP(6))", "d", 10)
+    with pytest.raises(SchemaError, match="system-versioned"):
+        cat.apply_ddl(
+            "ALTER TABLE r ADD COLUMN rs TIMESTAMP(6) GENERATED ALWAYS AS ROW START, "
+            "ADD COLUMN re TIMESTAMP(6) GENERATED ALWAYS AS ROW END, ADD PERIOD FOR SYSTEM_TIME(rs, re), "
+            "ADD SYSTEM VERSIONING",
+            "d",
+            11,
+        )

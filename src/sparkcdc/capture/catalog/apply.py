@@ -173,7 +173,7 @@ class DDLApplier:
             self.db_default(schema)
             meta = self.cat.meta(ls, lt) or TableMeta()
             info = replace(src.renamed(schema, table), version=self.ts, _pos={})
-            self.cat.put(info, TableMeta(meta.collation, dict(meta.index_flags)))
+            self.cat.put(info, meta.copy())
         else:
             info, meta = build_table(st, schema, self.db_default(schema), self.ts, self.query)
             self.cat.put(info, meta)
@@ -325,6 +325,12 @@ class DDLApplier:
                 del w.indexes[p]
         elif a == "rename_index":
             self._rename_index(w, spec)
+        elif a == "add_period":
+            assert spec.period is not None
+            w.add_period(spec.period, spec.if_exists, q)
+        elif a == "drop_period":
+            assert spec.name is not None
+            w.drop_period(spec.name, spec.if_exists, q)
         elif a == "convert":
             assert spec.options is not None
             resolved = resolve_charset(spec.options.charset, spec.options.collation, None)

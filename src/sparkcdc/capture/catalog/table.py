@@ -20,6 +20,7 @@ from sparkcdc.capture.ddl import (
     ColumnDef,
     CreateTable,
     IndexDef,
+    PeriodDef,
     UnsupportedTable,
     build_column,
     clip_sql,
@@ -59,15 +60,18 @@ class IndexFlags:
 
 @dataclass(slots=True)
 class TableMeta:
-    """Per-table facts the catalog needs to apply later DDL: default collation and index flags."""
+    """Per-table facts the catalog needs to apply later DDL: default collation, index flags and
+    application-time periods."""
 
     collation: str | None = None
     index_flags: dict[str, IndexFlags] = field(default_factory=dict)
     """Keyed by lower-case index name."""
+    periods: dict[str, PeriodDef] = field(default_factory=dict)
+    """Keyed by lower-case period name: a later ``WITHOUT OVERLAPS`` key names one."""
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-able dict."""
-        return {
+        d: dict[str, Any] = {
             "collation": self.collation,
             "index_flags": {
                 k: [f.partial, f.long_hash, f.fulltext, f.generated]
@@ -75,6 +79,9 @@ class TableMeta:
                 if f != IndexFlags()
             },
         }
+        if self.periods:
+            d["periods"] = [[p.name, p.start, p.end] for p in self.periods.values()]
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any] | None) -> TableMeta:
@@ -82,7 +89,12 @@ class TableMeta:
         if not d:
             return cls()
         flags = {k: IndexFlags(*v) for k, v in (d.get("index_flags") or {}).items()}
-        return cls(collation=d.get("collation"), index_flags=flags)
+        periods = {p[0].lower(): PeriodDef(*p) for p in d.get("periods") or ()}
+        return cls(collation=d.get("collation"), index_flags=flags, periods=periods)
+
+    def copy(self) -> TableMeta:
+        """A copy another table (CREATE TABLE ... LIKE) can take."""
+        return TableMeta(self.collation, dict(self.index_flags), dict(self.periods))
 
 
 @dataclass(slots=True)
@@ -111,11 +123,13 @@ class WorkingTable:
         self.charset = charset
         self.collation = collation
         self.partitioned = partitioned
+        self.periods: dict[str, PeriodDef] = {}
 
     @classmethod
     def of(cls, info: TableInfo, meta: TableMeta) -> WorkingTable:
         cs = info.charset or SERVER_CHARSET
         w = cls(info.schema, info.table, cs, meta.collation or resolve_charset(cs, None)[1], info.partitioned)  # type: ignore[index]
+        w.periods = dict(meta.periods)
         w.columns = list(info.columns)
         for ix in info.indexes:
             f = meta.index_flags.get(ix.name.lower(), IndexFlags())
@@ -178,8 +192,28 @@ class WorkingTable:
             self.columns.insert(p + 1, col)
 
     def rename_in_indexes(self, old: str, new: str) -> None:
+        """A renamed column: its indexes and periods name it anew."""
         for ix in self.indexes:
             ix.columns = [new if c.lower() == old.lower() else c for c in ix.columns]
+        for k, p in self.periods.items():
+            start = new if p.start.lower() == old.lower() else p.start
+            end = new if p.end.lower() == old.lower() else p.end
+            self.periods[k] = PeriodDef(p.name, start, end)
+
+    # -- periods ---------------------------------------------------------------------------
+    def add_period(self, period: PeriodDef, if_not_exists: bool, query: str) -> None:
+        if period.name.lower() in self.periods:
+            if if_not_exists:
+                return
+            raise self.fail(f"period {period.name!r} already exists", query)
+        for c in (period.start, period.end):
+            if self.col_pos(c) < 0:
+                raise self.fail(f"period {period.name!r} names column {c!r}, which does not exist", query)
+        self.periods[period.name.lower()] = period
+
+    def drop_period(self, name: str, if_exists: bool, query: str) -> None:
+        if self.periods.pop(name.lower(), None) is None and not if_exists:
+            raise self.fail(f"period {name!r} does not exist", query)
 
     # -- indexes ---------------------------------------------------------------------------
     def unique_index_name(self, base: str) -> str:
@@ -196,7 +230,16 @@ class WorkingTable:
         partial = False
         nbytes = 0
         text_no_prefix = False
-        for cname, prefix in idef.parts:
+        parts = idef.parts
+        if idef.period is not None:
+            # WITHOUT OVERLAPS over a period an earlier statement defined: its end, then its start
+            period = self.periods.get(idef.period.lower())
+            if period is None:
+                raise self.fail(
+                    f"WITHOUT OVERLAPS names period {idef.period!r}, which the table does not have", query
+                )
+            parts = [*parts, (period.end, None), (period.start, None)]
+        for cname, prefix in parts:
             p = self.col_pos(cname)
             if p < 0:
                 raise self.fail(f"index column {cname!r} does not exist", query)
@@ -339,7 +382,7 @@ class WorkingTable:
             for ix in ordered
             if ix.partial or ix.long_hash or ix.fulltext or ix.generated_fk
         }
-        return info, TableMeta(self.collation, flags)
+        return info, TableMeta(self.collation, flags, dict(self.periods))
 
 
 def _key_bytes(col: ColumnInfo, prefix: int | None) -> int:
@@ -376,6 +419,8 @@ def build_table(
     for item in stmt.items:
         if isinstance(item, ColumnDef):
             w.columns.append(build_column(item, (cs, co)))
+    for period in stmt.periods:
+        w.add_period(period, False, query)
     foreign: list[tuple[IndexDef, _Idx]] = []
     for item in stmt.items:
         for idef in inline_indexes(item) if isinstance(item, ColumnDef) else [item]:

@@ -6,7 +6,7 @@ from typing import Literal
 
 from sparkcdc.capture.charsets import charset_codec
 from sparkcdc.capture.ddl.lexer import Token, TokenCursor, clip_sql, quote_ident
-from sparkcdc.capture.ddl.statements import ColumnDef, DefaultValue, IndexDef, TableName
+from sparkcdc.capture.ddl.statements import ColumnDef, DefaultValue, IndexDef, PeriodDef, TableName
 from sparkcdc.errors import SchemaError
 
 _TYPE_ALIASES = {
@@ -88,16 +88,34 @@ class DefinitionParser(TokenCursor):
             return TableName(first, self.ident("a table name"))
         return TableName(None, first)
 
-    def create_item(self) -> ColumnDef | IndexDef | None:
+    def create_item(self) -> ColumnDef | IndexDef | PeriodDef | None:
         idx = self.index_def()
         if idx is not None:
             return idx
-        if self.is_kw("CONSTRAINT") or self.is_kw("CHECK") or self.is_kw("PERIOD", "FOR"):
-            # a table CHECK constraint or a system-versioning period: no shape change
+        if self.is_kw("PERIOD", "FOR"):  # not a column named period
+            self.i += 1
+            return self.period_def()
+        if self.is_kw("CONSTRAINT") or self.is_kw("CHECK"):
+            # a table CHECK constraint: no shape change
             self.skip_rest_of_spec()
             return None
         name = self.ident("a column name")
         return self.column_def(name)
+
+    def period_def(self) -> PeriodDef | None:
+        """``PERIOD FOR name (start, end)`` from ``FOR`` on (after ``PERIOD [IF [NOT] EXISTS]``);
+        None for ``SYSTEM_TIME``, system versioning's period (no shape change)."""
+        self.expect_kw("FOR")
+        if self.is_kw("SYSTEM_TIME"):
+            self.skip_rest_of_spec()
+            return None
+        name = self.ident("a period name")
+        self.expect_op("(")
+        start = self.ident("the period's start column")
+        self.expect_op(",")
+        end = self.ident("the period's end column")
+        self.expect_op(")")
+        return PeriodDef(name, start, end)
 
     def index_def(self) -> IndexDef | None:
         """An index definition if one starts here, else None (position unchanged)."""
@@ -141,7 +159,7 @@ class DefinitionParser(TokenCursor):
         if kind != "primary" and not self.is_op("(") and not self.is_kw("USING"):
             name = self.ident("an index name")
         using_hash = self.skip_index_type()
-        parts, functional, overlaps = self.index_parts()
+        parts, functional, period = self.index_parts()
         if kind == "foreign":
             self.skip_references()
             return IndexDef(kind, name or constraint, parts, False, ine)
@@ -150,7 +168,21 @@ class DefinitionParser(TokenCursor):
             name = "PRIMARY"
         elif name is None:
             name = constraint
-        return IndexDef(kind, name, parts, using_hash, ine, functional, overlaps)
+        return self.with_period(IndexDef(kind, name, parts, using_hash, ine, functional), period)
+
+    def with_period(self, idef: IndexDef, period: str | None) -> IndexDef:
+        """``idef`` ending with ``period WITHOUT OVERLAPS``: the key holds the period's end, then its
+        start; a period this statement does not define is left to the catalog to resolve."""
+        if period is None:
+            return idef
+        idef.without_overlaps = True
+        found = self.period_columns(period)
+        if found is None:
+            idef.period = period
+        else:
+            start, end = found
+            idef.parts += [(end, None), (start, None)]
+        return idef
 
     def skip_index_type(self) -> bool:
         using_hash = False
@@ -159,13 +191,14 @@ class DefinitionParser(TokenCursor):
             using_hash = self.next().upper == "HASH" or using_hash
         return using_hash
 
-    def index_parts(self) -> tuple[list[tuple[str, int | None]], bool, bool]:
+    def index_parts(self) -> tuple[list[tuple[str, int | None]], bool, str | None]:
         """The column parts of a key part list, whether it has functional parts (MySQL 8's
-        ``((expr))``, skipped: they name no column) and whether it ends with a period
-        ``WITHOUT OVERLAPS`` (MariaDB 10.5+)."""
+        ``((expr))``, skipped: they name no column) and the period it ends with, ``period WITHOUT
+        OVERLAPS`` (MariaDB 10.5+; ``with_period`` adds its columns)."""
         self.expect_op("(")
         parts: list[tuple[str, int | None]] = []
-        functional = overlaps = False
+        functional = False
+        period: str | None = None
         while True:
             if self.is_op("("):
                 self.skip_parens()
@@ -182,20 +215,17 @@ class DefinitionParser(TokenCursor):
                 self.expect_op(")")
             self.accept_kw("ASC") or self.accept_kw("DESC")
             if self.accept_kw("WITHOUT", "OVERLAPS"):
-                # an application-time period (MariaDB 10.5+): the key holds its end, then its start
-                start, end = self.period_columns(col)
-                parts += [(end, None), (start, None)]
-                overlaps = True
+                period = col  # an application-time period, always the last part
             else:
                 parts.append((col, length))
             if self.accept_op(","):
                 continue
             self.expect_op(")")
             break
-        return parts, functional, overlaps
+        return parts, functional, period
 
-    def period_columns(self, period: str) -> tuple[str, str]:
-        """The (start, end) columns of ``PERIOD FOR period (start, end)`` in this statement."""
+    def period_columns(self, period: str) -> tuple[str, str] | None:
+        """The (start, end) columns of ``PERIOD FOR period (start, end)`` in this statement, if any."""
         toks = self.toks
         for k in range(len(toks) - 7):
             if (
@@ -207,7 +237,7 @@ class DefinitionParser(TokenCursor):
                 and toks[k + 7].value == ")"
             ):
                 return toks[k + 4].value, toks[k + 6].value
-        raise self.error(f"WITHOUT OVERLAPS names period {period!r}, which this statement does not define")
+        return None
 
     def index_tail(self) -> bool:
         """Index options after the column list; True when USING HASH is among them."""

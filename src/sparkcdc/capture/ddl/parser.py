@@ -23,6 +23,7 @@ from sparkcdc.capture.ddl.statements import (
     DropTable,
     Ignored,
     IndexDef,
+    PeriodDef,
     RenameTable,
     Statement,
     TableName,
@@ -127,7 +128,7 @@ class _Parser(DefinitionParser):
             self.skip_index_type()
             self.expect_kw("ON")
             table = self.table_name()
-            parts, functional, overlaps = self.index_parts()
+            parts, functional, period = self.index_parts()
             kind: Literal["unique", "key", "fulltext", "spatial"] = {
                 "UNIQUE": "unique",
                 "FULLTEXT": "fulltext",
@@ -135,7 +136,8 @@ class _Parser(DefinitionParser):
                 None: "key",
             }[unique_kind]  # type: ignore[assignment]
             using_hash = self.index_tail()
-            return CreateIndex(table, IndexDef(kind, name, parts, using_hash, ine, functional, overlaps))
+            idef = IndexDef(kind, name, parts, using_hash, ine, functional)
+            return CreateIndex(table, self.with_period(idef, period))
         if w == "VIEW":
             self.i += 1
             self.accept_if_not_exists()
@@ -180,11 +182,14 @@ class _Parser(DefinitionParser):
             return CreateTable(name, [], [], TableOptions(), ine, or_replace, like=like)
         columns: list[ColumnDef] = []
         items: list[ColumnDef | IndexDef] = []
+        periods: list[PeriodDef] = []
         if self.is_op("(") and not (self.is_kw("SELECT", k=1) or self.is_op("(", k=1)):
             self.i += 1
             while True:
                 item = self.create_item()
-                if item is not None:
+                if isinstance(item, PeriodDef):
+                    periods.append(item)
+                elif item is not None:
                     items.append(item)
                     if isinstance(item, ColumnDef):
                         columns.append(item)
@@ -195,7 +200,7 @@ class _Parser(DefinitionParser):
         options = self.table_options(stop_words=())
         if not columns and not options.as_select:
             raise self.error("a table needs at least one column")
-        return CreateTable(name, columns, items, options, ine, or_replace)
+        return CreateTable(name, columns, items, options, ine, or_replace, periods=periods)
 
     def unsupported_kind(self) -> Literal["sequence", "system-versioned table"] | None:
         """What kind of unsupported table the CREATE TABLE makes: WITH SYSTEM VERSIONING (table
@@ -351,21 +356,24 @@ class _Parser(DefinitionParser):
         opts = self.table_options(stop_words=(",",), allow_select=False)
         return AlterSpec("options", options=opts)
 
-    def _partition_or_period(self) -> AlterSpec | None:
-        """ADD/DROP PARTITION, PERIOD or SYSTEM VERSIONING (skipped to the spec's end); None for anything else."""
+    def _partition_or_period(self, word: str) -> AlterSpec | None:
+        """``word`` (ADD or DROP) PARTITION, PERIOD or SYSTEM VERSIONING; None for anything else."""
         if self.is_kw("PARTITION"):
             self.skip_rest_of_spec()
             return AlterSpec("partition")
-        if self.is_kw("PERIOD"):
+        if self.is_kw("PERIOD") and (self.is_kw("FOR", k=1) or self.is_kw("IF", k=1)):  # not a column
+            self.i += 1
             # PERIOD [IF [NOT] EXISTS] FOR name: an application-time period changes no column or
-            # key the catalog holds (a key over it names it with WITHOUT OVERLAPS); SYSTEM_TIME is
-            # system versioning
-            j = self.i + 1
-            while j < len(self.toks) and self.toks[j].upper in ("IF", "NOT", "EXISTS"):
-                j += 1
-            system_time = j + 1 < len(self.toks) and self.toks[j + 1].upper == "SYSTEM_TIME"
-            self.skip_rest_of_spec()
-            return AlterSpec("system_versioning" if system_time else "noop")
+            # key, but the catalog keeps it for a key that names it later (WITHOUT OVERLAPS);
+            # SYSTEM_TIME is system versioning
+            if_exists = self.accept_if_not_exists() if word == "ADD" else self.accept_if_exists()
+            if self.is_kw("SYSTEM_TIME", k=1):
+                self.skip_rest_of_spec()
+                return AlterSpec("system_versioning")
+            if word == "DROP":
+                self.expect_kw("FOR")
+                return AlterSpec("drop_period", name=self.ident("a period name"), if_exists=if_exists)
+            return AlterSpec("add_period", period=self.period_def(), if_exists=if_exists)
         if self.is_kw("SYSTEM", "VERSIONING"):
             self.skip_rest_of_spec()
             return AlterSpec("system_versioning")
@@ -374,7 +382,7 @@ class _Parser(DefinitionParser):
     def _alter_add(self) -> AlterSpec:
         """ADD ...: a partition, period, check or constraint, an index, or one or more columns."""
         self.i += 1
-        skipped = self._partition_or_period()
+        skipped = self._partition_or_period("ADD")
         if skipped is not None:
             return skipped
         if self.is_kw("CHECK") or (self.is_kw("CONSTRAINT") and not self._constraint_is_index()):
@@ -419,7 +427,7 @@ class _Parser(DefinitionParser):
         if self.accept_kw("CHECK"):
             self.skip_rest_of_spec()
             return AlterSpec("noop")
-        skipped = self._partition_or_period()
+        skipped = self._partition_or_period("DROP")
         if skipped is not None:
             return skipped
         self.accept_kw("COLUMN")

@@ -77,7 +77,19 @@ class IndexDef:
     and the index is no key of the rows' identity."""
     without_overlaps: bool = False
     """The last key part is an application-time period ``WITHOUT OVERLAPS``: ``parts`` holds its
-    end and start columns."""
+    end and start columns, or, for a period this statement does not define, ``period`` names it."""
+    period: str | None = None
+    """The period of ``WITHOUT OVERLAPS`` when an earlier statement defined it: the catalog, which
+    keeps each table's periods, appends its end and start columns to ``parts``."""
+
+
+@dataclass(slots=True)
+class PeriodDef:
+    """``PERIOD FOR name (start, end)``: an application-time period (MariaDB 10.5+)."""
+
+    name: str
+    start: str
+    end: str
 
 
 @dataclass(slots=True)
@@ -103,6 +115,8 @@ class CreateTable:
     if_not_exists: bool = False
     or_replace: bool = False
     like: TableName | None = None
+    periods: list[PeriodDef] = field(default_factory=list)
+    """Its application-time periods (a ``WITHOUT OVERLAPS`` key of a later statement names one)."""
 
 
 @dataclass(slots=True)
@@ -163,8 +177,8 @@ class AlterSpec:
     action: str
     """add_column, drop_column, modify_column, change_column, rename_column, set_default,
     drop_default, add_index, drop_index, drop_primary, rename_index, rename_table, convert,
-    options, partition, drop_foreign_key, drop_constraint, noop, system_versioning (the parser
-    turns an ALTER TABLE with it into ``UnsupportedTable``)."""
+    options, partition, drop_foreign_key, drop_constraint, add_period, drop_period, noop,
+    system_versioning (the parser turns an ALTER TABLE with it into ``UnsupportedTable``)."""
     column: ColumnDef | None = None
     columns: list[ColumnDef] = field(default_factory=list)
     index: IndexDef | None = None
@@ -177,6 +191,8 @@ class AlterSpec:
     default: DefaultValue | None = None
     table: TableName | None = None
     options: TableOptions | None = None
+    period: PeriodDef | None = None
+    """ADD PERIOD's period (DROP PERIOD names it in ``name``)."""
 
 
 @dataclass(slots=True)

@@ -187,25 +187,27 @@ def _stream_through_a_worker_loss(
         run.wait_for("started; data dir", timeout=240, what="the changefeed to start on the cluster")
         wait_for(lambda: _checkpoint(state).get("rows_total", 0) > 0, 240, "a first batch on the cluster")
         load.start()
-        # Counted before the burst is written: read after it, the count could already hold the burst
-        # (its batch committed while the probe looked for a busy worker), and the wait below would
-        # then wait for a second burst that never comes.
+        # A batch large enough that its tasks run for seconds: the kill lands inside one. The rows
+        # are counted before the burst is written: read after it, the count could already hold the
+        # burst. When the burst's batch was committed before a busy worker was found (a loaded
+        # machine), the kill would not land inside it: another burst is written instead.
         before = _checkpoint(state).get("rows_total", 0)
-        # A batch large enough that its tasks run for seconds: the kill lands inside one.
-        mariadb.execute(
-            f"INSERT INTO `{schema}`.big SELECT seq, seq, REPEAT('x', 30) FROM `{schema}`.seq_1_to_{BURST_ROWS}"
-        )
-        victim = busy_worker(cluster)
-        at_kill = _checkpoint(state).get("rows_total", 0)
+        bursts = 0
+        while True:
+            assert bursts < 3, f"{bursts} bursts were each committed before a busy worker was found"
+            mariadb.execute(
+                f"INSERT INTO `{schema}`.big SELECT seq + {bursts * BURST_ROWS}, seq, REPEAT('x', 30) "
+                f"FROM `{schema}`.seq_1_to_{BURST_ROWS}"
+            )
+            bursts += 1
+            victim = busy_worker(cluster)
+            if _checkpoint(state).get("rows_total", 0) < before + bursts * BURST_ROWS:
+                break
         cluster.kill_worker(victim)
         assert len(cluster.alive_workers()) == cluster.workers - 1
-        assert at_kill < before + BURST_ROWS, (
-            f"the burst was committed ({at_kill} rows, {before} before it) before a busy worker was "
-            "found: the kill did not land inside its batch"
-        )
         # The batch is rescheduled on the worker that is left, and the stream goes on past it.
         wait_for(
-            lambda: _checkpoint(state).get("rows_total", 0) >= before + BURST_ROWS,
+            lambda: _checkpoint(state).get("rows_total", 0) >= before + bursts * BURST_ROWS,
             300,
             "the burst to be written after the worker loss",
             on_timeout=why,

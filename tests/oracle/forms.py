@@ -766,6 +766,41 @@ def more_charsets(up: LocalMariaDB, db: str) -> None:
     )
 
 
+def connection_literals(up: LocalMariaDB, db: str) -> None:
+    """String literals of binary columns (ENUM/SET elements, DEFAULTs) written under a
+    ``collation_connection`` other than UTF-8, as MariaDB's ``main/ctype_utf32`` does: their bytes
+    are that charset's (``'a'`` is 0x00000061 under utf32), which the statement text alone does not
+    say. A DEFAULT added by ALTER fills the rows already there; a binary ENUM with non-ASCII
+    elements under UTF-8 and latin1 connections; a table whose default charset is binary."""
+    create_db(up, db)
+    sql(
+        up,
+        db,
+        "SET NAMES utf8, COLLATION_CONNECTION=utf32_bin",
+        "CREATE TABLE t (id INT PRIMARY KEY, c1 ENUM('a','b','ac') CHARACTER SET binary, "
+        "s1 SET('x','y') CHARACTER SET binary, c2 ENUM('a','b') CHARACTER SET utf32 DEFAULT 'a', "
+        "e3 ENUM('p','q') CHARACTER SET binary DEFAULT 'q', v VARCHAR(10) CHARACTER SET binary DEFAULT 'q')",
+        "INSERT INTO t (id, c1, s1) VALUES (1, 1, 1), (2, 2, 3), (3, 3, 2)",
+        "INSERT INTO t (id, c1, s1, c2, v) VALUES (4, 'b', 3, 'b', 'zz')",
+        "ALTER TABLE t ADD COLUMN c3 ENUM('k','l') CHARACTER SET binary DEFAULT 'l', "
+        "ADD COLUMN w VARBINARY(16) DEFAULT 'é'",
+        "INSERT INTO t (id, c1, c3) VALUES (5, 'ac', 'k')",
+        "UPDATE t SET c1 = 'a', e3 = 'p' WHERE id = 2",
+        "SET NAMES utf8mb4",
+        "CREATE TABLE u (id INT PRIMARY KEY, e ENUM('é', 'ü', 'plain') CHARACTER SET binary, "
+        "b VARBINARY(8) DEFAULT 'ñ')",
+        "INSERT INTO u (id, e) VALUES (1, 'é'), (2, 3), (3, 'ü')",
+        "SET NAMES latin1",
+        "CREATE TABLE l (id INT PRIMARY KEY, e ENUM('é', 'x') CHARACTER SET binary DEFAULT 'é') "
+        "CHARACTER SET binary",
+        "INSERT INTO l (id) VALUES (1)",
+        "INSERT INTO l VALUES (2, 'x'), (3, 'é')",
+        "ALTER TABLE l ADD COLUMN m BLOB DEFAULT 'ü'",
+        "SET NAMES utf8mb4",
+        "UPDATE u SET e = 'ü' WHERE id = 1",
+    )
+
+
 def japanese_mappings(up: LocalMariaDB, db: str) -> None:
     """ujis and sjis text where Python's codec tables and MariaDB's map a character differently
     (ujis 0xA1C0 and sjis 0x815F: U+FF3C in Python's, U+005C in MariaDB's), in a table with a key
@@ -1030,6 +1065,7 @@ FORMS: list[Form] = [
     Form("large_values", large_values),
     Form("more_charsets", more_charsets),
     Form("japanese_mappings", japanese_mappings),
+    Form("connection_literals", connection_literals),
     Form("compressed_columns", compressed_columns),
     Form("mariadb_types", mariadb_types),
     Form("period_keys_later", period_keys_later),

@@ -11,6 +11,7 @@ from typing import Any
 from sparkcdc.capture import protocol as P
 from sparkcdc.capture.charsets import charset_of, codec_of
 from sparkcdc.capture.compressed import PLAIN_TYPE, uncompress_event
+from sparkcdc.capture.ddl.literals import pin_connection_literals
 from sparkcdc.capture.gtid import parse_mysql_gtid_event
 from sparkcdc.capture.offset import Offset, file_start_ts, next_ts
 from sparkcdc.capture.payload import payload_events
@@ -200,6 +201,8 @@ class QueryStatus:
     sql_mode: int | None = None
     charset_client: int | None = None
     """The session's ``character_set_client``, as a collation id."""
+    collation_connection: int | None = None
+    """The session's ``collation_connection`` (string literals are converted into its charset)."""
 
 
 def query_status(body: bytes) -> QueryStatus:
@@ -211,7 +214,7 @@ def query_status(body: bytes) -> QueryStatus:
     """
     status_len = struct.unpack_from("<H", body, 11)[0]
     p, end = 13, 13 + status_len
-    sql_mode = charset = None
+    sql_mode = charset = connection = None
     while p < end:
         code = body[p]
         p += 1
@@ -219,6 +222,7 @@ def query_status(body: bytes) -> QueryStatus:
             sql_mode = int.from_bytes(body[p : p + 8], "little")
         elif code == Q_CHARSET_CODE and p + 6 <= end:
             charset = int.from_bytes(body[p : p + 2], "little")
+            connection = int.from_bytes(body[p + 2 : p + 4], "little")
         if code in _STATUS_FIXED:
             p += _STATUS_FIXED[code]
         elif code in (5, 6) and p < end:  # TIME_ZONE, CATALOG_NZ: a length byte and the text
@@ -231,7 +235,7 @@ def query_status(body: bytes) -> QueryStatus:
                 p += 1 + body[p]
         else:
             break
-    return QueryStatus(sql_mode, charset)
+    return QueryStatus(sql_mode, charset, connection)
 
 
 def query_sql_mode(body: bytes) -> int | None:
@@ -617,7 +621,13 @@ class TxnStream:
         if not self._in_txn:
             yield self._begin(ev, None)
             self._standalone = True
-        bits = query_sql_mode(ev.body)
+        status = query_status(ev.body)
+        if status.collation_connection is not None:
+            connection = charset_of(status.collation_connection)
+            if connection == "binary" and status.charset_client is not None:
+                connection = charset_of(status.charset_client)  # literals keep the client's bytes
+            query = pin_connection_literals(query, connection)
+        bits = status.sql_mode
         yield QueryItem(query, schema, None if bits is None else sql_mode_names(bits, self._mariadb))
         if self._standalone:
             yield self._end(ev)

@@ -270,7 +270,7 @@ def default_value(col: ColumnInfo, decimal_mode: str, bigint_mode: str) -> Any:
         if t == "bit":
             return _bit_bytes(_parse_bit_default(text)).decode("latin-1")
         if t in BLOB_TYPES:
-            return text.encode("utf-8").decode("latin-1")
+            return text  # already bytes, one code point per byte (``ddl.columns.normalize_default``)
     except (ValueError, InvalidOperation):
         return _UNSET
     if _CURRENT_TS.match(text):

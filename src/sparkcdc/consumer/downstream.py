@@ -32,21 +32,19 @@ def downstream_table(applier: MySQLApplier, schema: str, table: str) -> TableInf
     """The downstream table's shape from its ``SHOW CREATE TABLE`` (None when it does not exist)."""
     import pymysql
 
-    from sparkcdc.capture.catalog import parse_create_table
-    from sparkcdc.sink.mysql.statements import quote_ident_raw
+    from sparkcdc.capture.catalog import parse_create_table, show_create_table
 
     conn = applier.connection()
     try:
         with conn.cursor() as cur:
-            cur.execute(f"SHOW CREATE TABLE {quote_ident_raw(schema)}.{quote_ident_raw(table)}")
-            row = cur.fetchone()
+            text = show_create_table(cur, schema, table)
     except pymysql.err.ProgrammingError as exc:
         conn.rollback()
         if exc.args and exc.args[0] == ER_NO_SUCH_TABLE:
             return None
         raise
     conn.commit()
-    return parse_create_table(row[1], schema) if row is not None else None
+    return parse_create_table(text, schema)
 
 
 def with_downstream_charsets(info: TableInfo, downstream: TableInfo | None) -> TableInfo:

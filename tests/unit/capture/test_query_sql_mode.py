@@ -60,7 +60,7 @@ def test_the_walk_passes_the_catalog_and_auto_increment_to_the_client_charset() 
         + b"\x05\x06+00:00"
     )
     st = query_status(query_body(status))
-    assert (st.sql_mode, st.charset_client) == (1 << 19, 12)
+    assert (st.sql_mode, st.charset_client, st.collation_connection) == (1 << 19, 12, 8)
     assert query_status(query_body(b"\x00" + struct.pack("<I", 0) + b"\xfe\x01\x02" + _charset(12))) == (
         QueryStatus(None, None)  # a variable of unknown size stops the walk
     )

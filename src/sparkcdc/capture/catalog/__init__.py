@@ -72,6 +72,27 @@ log = logging.getLogger(__name__)
 SYSTEM_SCHEMAS = frozenset({"mysql", "information_schema", "performance_schema", "sys"})
 
 
+def show_create_table(cur: Any, schema: str, table: str) -> str:
+    """The table's ``SHOW CREATE TABLE`` text, its raw bytes kept.
+
+    The server prints the literals of binary columns (ENUM/SET elements, DEFAULTs) as the bytes
+    they are, which need not be UTF-8 (``VARBINARY(4) DEFAULT 0xE9``). The text is read as bytes
+    (``character_set_results = binary``: the server's UTF-8 text, unconverted) and decoded with
+    ``surrogateescape``, so such a literal keeps its bytes where ``build_column`` reads it.
+    """
+    cur.execute("SELECT @@SESSION.character_set_results")
+    row = cur.fetchone()
+    results = row[0] if row else None
+    cur.execute("SET SESSION character_set_results = binary")
+    try:
+        cur.execute(f"SHOW CREATE TABLE {qualified(schema, table)}")
+        got = cur.fetchone()
+    finally:
+        cur.execute("SET SESSION character_set_results = %s", (results,))
+    text = got[1]
+    return text.decode("utf-8", "surrogateescape") if isinstance(text, bytes | bytearray) else str(text)
+
+
 class SchemaCatalog:
     """The current shape of every tracked table, and the set of databases."""
 
@@ -189,8 +210,7 @@ class SchemaCatalog:
                 cur.execute(f"SHOW FULL TABLES FROM {quote_ident(db)} WHERE Table_type = 'BASE TABLE'")
                 tables = sorted(r[0] for r in cur.fetchall())
                 for t in tables:
-                    cur.execute(f"SHOW CREATE TABLE {qualified(db, t)}")
-                    ddl = cur.fetchone()[1]
+                    ddl = show_create_table(cur, db, t)
                     try:
                         info, meta = parse_create_table_meta(ddl, db, version, cs, co)
                     except SchemaError as e:

@@ -11,10 +11,11 @@ import re
 import struct
 from decimal import ROUND_HALF_EVEN, ROUND_HALF_UP, Decimal, InvalidOperation, localcontext
 
+from sparkcdc.capture.charsets import charset_codec
 from sparkcdc.capture.ddl.charsets import mbmaxlen, resolve_charset
 from sparkcdc.capture.ddl.statements import ColumnDef, DefaultValue
 from sparkcdc.errors import SchemaError
-from sparkcdc.model.schema import INT_TYPES, ColumnInfo
+from sparkcdc.model.schema import BLOB_TYPES, INT_TYPES, ColumnInfo
 
 _INT_WIDTH = {
     "tinyint": (4, 3),
@@ -45,6 +46,29 @@ def text_type_for_bytes(nbytes: int, binary: bool) -> str:
         if nbytes <= size:
             return name
     return "longblob" if binary else "longtext"
+
+
+def enum_elements(cdef: ColumnDef, charset: str | None) -> tuple[str, ...]:
+    """An ENUM/SET column's elements as the table map's metadata gives them, in its resolved charset.
+
+    In a binary column an element is bytes, one code point per byte: a 0x/b'' literal as written,
+    a string as its UTF-8 bytes (capture rewrites a string a session in another connection
+    charset wrote into a hex literal, ``ddl.literals``). In any other charset a 0x/b'' literal's
+    bytes are text in that charset.
+    """
+    flags = cdef.byte_elements or [False] * len(cdef.args)
+    if charset is None or charset == "binary":
+        return tuple(
+            e if is_bytes else e.encode("utf-8", "surrogateescape").decode("latin1")
+            for e, is_bytes in zip(cdef.args, flags, strict=True)
+        )
+    if not any(flags):
+        return tuple(cdef.args)
+    codec = charset_codec(charset, f"column {cdef.name!r}")
+    return tuple(
+        e.encode("latin1").decode(codec, "surrogateescape") if is_bytes else e
+        for e, is_bytes in zip(cdef.args, flags, strict=True)
+    )
 
 
 def build_column(cdef: ColumnDef, table_charset: tuple[str, str]) -> ColumnInfo:
@@ -107,7 +131,7 @@ def build_column(cdef: ColumnDef, table_charset: tuple[str, str]) -> ColumnInfo:
     elif t in ("text", "blob") and nums:
         t = text_type_for_bytes(nums[0] * (mbmaxlen(charset) if t == "text" else 1), t == "blob")
     elif t in ("enum", "set"):
-        elements = tuple(cdef.args)
+        elements = enum_elements(cdef, charset)
 
     nullable = not cdef.not_null if cdef.not_null is not None else True
     if cdef.auto_increment or cdef.inline_primary:
@@ -171,6 +195,9 @@ def _normalize_default(col: ColumnInfo, dv: DefaultValue) -> str | None:
         else:
             n = int(dv.text or "0", 2)
             text = n.to_bytes(max(1, (len(dv.text) + 7) // 8), "big").decode("latin-1")
+    elif dv.lit == "str" and (col.type in BLOB_TYPES or col.charset == "binary"):
+        # a binary column's default is bytes, one code point per byte, as a hex literal's above
+        text = text.encode("utf-8", "surrogateescape").decode("latin-1")
     t = col.type
     try:
         if t in INT_TYPES:

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from sparkcdc.capture.charsets import charset_codec
-from sparkcdc.capture.ddl.lexer import Token, TokenCursor, clip_sql, quote_ident
+from sparkcdc.capture.ddl.lexer import Token, TokenCursor, clip_sql, literal_end, quote_ident
 from sparkcdc.capture.ddl.statements import ColumnDef, DefaultValue, IndexDef, PeriodDef, TableName
 from sparkcdc.errors import SchemaError
 
@@ -339,8 +338,14 @@ class DefinitionParser(TokenCursor):
         if self.is_op("("):
             inner = self.skip_parens()
             if base in ("enum", "set"):
-                col.args = [_element_text(x) for x in inner if x.kind in ("str", "hex", "bin")]
-                col.literal_elements = any(x.kind in ("hex", "bin") for x in inner)
+                elements = [x for x in inner if x.kind in ("str", "hex", "bin")]
+                col.args = [_element_text(x) for x in elements]
+                col.byte_elements = [x.kind != "str" for x in elements]
+                col.string_literals = [
+                    (x.pos, literal_end(self.sql, x))
+                    for k, x in enumerate(inner)
+                    if x.kind == "str" and not (k and inner[k - 1].upper.startswith("_"))
+                ]
             else:
                 col.args = [x.value for x in inner if x.kind == "num"]
 
@@ -359,10 +364,6 @@ class DefinitionParser(TokenCursor):
                 or self._column_other_attr(col, w)
             ):
                 break
-        if col.literal_elements and col.charset and col.charset.lower() != "binary":
-            # 0x/b'' elements are bytes in the column's charset, as the table map gives them
-            codec = charset_codec(col.charset, f"column {col.name!r}")
-            col.args = [e.encode("latin1").decode(codec, "surrogateescape") for e in col.args]
         return col
 
     def _column_type_attr(self, col: ColumnDef, w: str) -> bool:
@@ -406,7 +407,12 @@ class DefinitionParser(TokenCursor):
             col.not_null = False
         elif w == "DEFAULT":
             self.i += 1
+            first = self.i
             col.default = self.default_value()
+            if col.default.lit == "str" and self.toks[first].kind == "str":
+                col.string_literals.append(
+                    (self.toks[first].pos, literal_end(self.sql, self.toks[self.i - 1]))
+                )
         elif self.accept_kw("ON", "UPDATE"):
             self.default_value()
         elif w == "AUTO_INCREMENT":

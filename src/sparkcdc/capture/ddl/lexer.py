@@ -188,6 +188,13 @@ def _read_string(sql: str, i: int) -> tuple[str, int]:
         j += 1
 
 
+def literal_end(sql: str, tok: Token) -> int:
+    """The offset just after a string token (``N'...'`` included)."""
+    if tok.kind != "str":
+        raise ValueError(f"{tok.kind} token at offset {tok.pos} is no string literal")
+    return _read_string(sql, tok.pos + 1 if sql[tok.pos] in "nN" else tok.pos)[1]
+
+
 def clip_sql(sql: str, n: int = 300) -> str:
     """SQL on one line, cut to ``n`` characters, for error messages."""
     s = " ".join(sql.split())

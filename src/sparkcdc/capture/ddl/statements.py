@@ -43,8 +43,9 @@ class ColumnDef:
     name: str
     type_name: str
     args: list[str] = field(default_factory=list)
-    literal_elements: bool = False
-    """ENUM/SET elements written as 0x/X'' or b'' literals (``args`` holds their bytes as code points)."""
+    byte_elements: list[bool] = field(default_factory=list)
+    """Per ENUM/SET element: written as a 0x/X'' or b'' literal (``args`` holds its bytes, one code
+    point per byte), not as a string; ``build_column`` reads both in the column's charset."""
     unsigned: bool = False
     zerofill: bool = False
     binary_collation: bool = False
@@ -61,6 +62,10 @@ class ColumnDef:
     national: bool = False
     references: bool = False
     serial_default_value: bool = False
+    string_literals: list[tuple[int, int]] = field(default_factory=list, compare=False, repr=False)
+    """Where in the statement the column's ENUM/SET elements and DEFAULT written as plain strings
+    are (start and end offsets; no charset introducer): their bytes in a binary column depend on the
+    session's connection charset (``ddl.literals``)."""
 
 
 @dataclass(slots=True)

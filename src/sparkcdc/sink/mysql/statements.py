@@ -80,6 +80,9 @@ def _param_fn(col: ColumnInfo) -> ParamFn | None:
         return _json_param
     if col.type == "bit":
         return _bit_param
+    if col.type in ("enum", "set") and col.charset == "binary":
+        # a binary ENUM/SET element is bytes, one code point per byte: sent as those bytes
+        return _raw_text_param("latin-1")
     if col.is_text and col.charset:
         codec = CODECS.get(col.charset.lower())
         # not UTF-8 itself, nor latin1 (which reads every byte), nor UTF-16/32, whose lone

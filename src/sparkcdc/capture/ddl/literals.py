@@ -1,0 +1,93 @@
+"""A DDL's string literals made independent of the session that sent it.
+
+A string literal is converted into the session's ``collation_connection`` charset before it
+reaches a column, so in a binary column (``BINARY``/``VARBINARY``, an ENUM or SET of ``CHARACTER
+SET binary``) its bytes are that charset's: under ``SET collation_connection=utf32_bin``,
+``ENUM('a') CHARACTER SET binary`` has the element ``0x00000061``. (A ``BLOB``'s DEFAULT is an
+expression MariaDB keeps as UTF-8 text: its bytes are the text's UTF-8 bytes in any session.) The
+binlog's QUERY event records that charset, and MariaDB's replica runs the statement under it; the
+statement text alone does not say it. A downstream that runs the text (the MySQL sink, a consumer
+of canal-json's DDL, anyone's) connects in UTF-8 and would create ``'a'`` instead.
+
+``pin_connection_literals`` rewrites those literals as hex literals of the bytes the upstream
+stored, in the one place every reader of a QUERY event's text goes through (the transaction
+stream), so the catalog, the schema history and every sink see one statement that means the same
+in any session. Only literals whose bytes differ from their UTF-8 bytes are rewritten: under a
+UTF-8 connection, or for ASCII text under an ASCII-compatible one, the text is left as it is.
+
+Columns whose charset the statement itself does not decide (an ``ALTER TABLE`` column without
+``CHARACTER SET`` in a table whose default is binary) are not rewritten; an ENUM among them fails
+capture by name when its first row does not match (``codec.values.enum_index``).
+"""
+
+from __future__ import annotations
+
+from sparkcdc.capture.charsets import charset_codec
+from sparkcdc.capture.ddl.charsets import SERVER_CHARSET, SERVER_COLLATION, resolve_charset
+from sparkcdc.capture.ddl.columns import build_column
+from sparkcdc.capture.ddl.lexer import tokenize
+from sparkcdc.capture.ddl.parser import first_word, parse_statement
+from sparkcdc.capture.ddl.statements import AlterTable, ColumnDef, CreateTable
+from sparkcdc.errors import DecodeError, SchemaError
+
+_AS_WRITTEN = frozenset({"utf8", "utf8mb3", "utf8mb4", "binary"})
+"""Connection charsets under which a literal's bytes are its UTF-8 bytes: the text of a QUERY event
+sent in a binary client charset is read as UTF-8."""
+_BINARY_TYPES = frozenset({"binary", "varbinary"})
+"""Binary types whose DEFAULT is a value. A BLOB's DEFAULT is an expression MariaDB keeps as UTF-8
+text and evaluates again: its bytes are the text's UTF-8 bytes whatever the connection charset."""
+
+
+def pin_connection_literals(sql: str, connection_charset: str | None) -> str:
+    """``sql`` with the string literals of its binary columns written as hex literals of the bytes
+    ``connection_charset`` gives them (``sql`` itself when none differs from its UTF-8 bytes).
+
+    ``connection_charset``: the charset of the session's ``collation_connection`` (None: unknown,
+    read as UTF-8; under a binary one, literals keep the client charset's bytes: pass that). A statement the DDL parser cannot read is returned unchanged: applying it
+    raises the parser's error with its position.
+    """
+    if connection_charset is None or connection_charset.lower() in _AS_WRITTEN:
+        return sql
+    if first_word(sql) not in ("CREATE", "ALTER") or not any(t.kind == "str" for t in tokenize(sql)):
+        return sql
+    try:
+        st = parse_statement(sql)
+    except SchemaError:
+        return sql
+    if isinstance(st, CreateTable):
+        table = resolve_charset(st.options.charset, st.options.collation, None)
+        columns = st.columns
+    elif isinstance(st, AlterTable):
+        table = None
+        columns = [c for spec in st.specs for c in ([spec.column] if spec.column else []) + spec.columns]
+    else:
+        return sql
+    edits: list[tuple[int, int, str]] = []
+    for cdef in columns:
+        if cdef.string_literals and _is_binary(cdef, table):
+            codec = charset_codec(connection_charset, "the session's collation_connection")
+            for start, end in cdef.string_literals:
+                edits.extend(_hex_edit(sql, start, end, codec))
+    for start, end, text in sorted(edits, reverse=True):
+        sql = sql[:start] + text + sql[end:]
+    return sql
+
+
+def _is_binary(cdef: ColumnDef, table: tuple[str, str] | None) -> bool:
+    """Whether the column stores bytes; a column whose charset comes from the table's unknown
+    default counts as text."""
+    try:
+        col = build_column(cdef, table or (SERVER_CHARSET, SERVER_COLLATION))
+    except (SchemaError, DecodeError):
+        return False
+    return col.type in _BINARY_TYPES or col.charset == "binary"
+
+
+def _hex_edit(sql: str, start: int, end: int, codec: str) -> list[tuple[int, int, str]]:
+    """The edit writing the literal (or run of adjacent literals) at ``start:end`` as hex, if its
+    bytes under ``codec`` differ from its UTF-8 bytes."""
+    text = "".join(t.value for t in tokenize(sql[start:end]) if t.kind == "str")
+    stored = text.encode(codec, "surrogateescape")
+    if stored == text.encode("utf-8", "surrogateescape"):
+        return []
+    return [(start, end, f"X'{stored.hex().upper()}'" if stored else "''")]

@@ -109,3 +109,29 @@ def test_system_versioning_periods_stay_unsupported() -> None:
             "d",
             11,
         )
+
+
+def test_a_key_may_come_before_its_period_and_an_index_before_its_column() -> None:
+    # MariaDB builds an ALTER's columns, then its periods, then its keys, whatever the written
+    # order (both statements checked on MariaDB 10.11); CREATE TABLE likewise.
+    cat = SchemaCatalog()
+    cat.add_database("d")
+    cat.apply_ddl(
+        "CREATE TABLE c (id INT, PRIMARY KEY (id, q WITHOUT OVERLAPS), a DATE NOT NULL, "
+        "b DATE NOT NULL, PERIOD FOR q (a, b))",
+        "d",
+        10,
+    )
+    cat.apply_ddl("CREATE TABLE r (id INT PRIMARY KEY, a DATE NOT NULL, b DATE NOT NULL)", "d", 11)
+    cat.apply_ddl(
+        "ALTER TABLE r ADD UNIQUE KEY u (id, q WITHOUT OVERLAPS), ADD INDEX ix (n), ADD PERIOD FOR q (a, b), "
+        "ADD COLUMN n INT",
+        "d",
+        12,
+    )
+    assert _keys(cat, "c") == {"PRIMARY": (("id", "b", "a"), True)}
+    assert _keys(cat, "r") == {
+        "PRIMARY": (("id",), False),
+        "u": (("id", "b", "a"), True),
+        "ix": (("n",), False),
+    }

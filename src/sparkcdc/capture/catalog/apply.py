@@ -47,6 +47,18 @@ if TYPE_CHECKING:
     from sparkcdc.capture.catalog import SchemaCatalog
 
 
+def _alter_order(spec: AlterSpec) -> int:
+    """Where an ALTER TABLE's spec applies: MariaDB's ``mysql_prepare_alter_table`` builds the new
+    columns, then the periods, then the keys, whatever order the statement writes them in (``ADD
+    UNIQUE KEY u (id, p WITHOUT OVERLAPS), ADD PERIOD FOR p (s, e)`` is accepted). Specs of one rank
+    keep their order (``sorted`` is stable)."""
+    if spec.action == "add_period":
+        return 1
+    if spec.action == "add_index":
+        return 2
+    return 0
+
+
 class DDLApplier:
     """Applies one parsed statement to a catalog."""
 
@@ -257,7 +269,7 @@ class DDLApplier:
                     resolved = resolve_charset(o.charset, o.collation, None)
                     assert resolved is not None
                     w.charset, w.collation = resolved
-        for spec in st.specs:
+        for spec in sorted(st.specs, key=_alter_order):
             if spec.action == "rename_table":
                 assert spec.table is not None
                 new_name = self.resolve(spec.table)

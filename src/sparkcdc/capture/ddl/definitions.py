@@ -170,17 +170,12 @@ class DefinitionParser(TokenCursor):
         return self.with_period(IndexDef(kind, name, parts, using_hash, ine, functional), period)
 
     def with_period(self, idef: IndexDef, period: str | None) -> IndexDef:
-        """``idef`` ending with ``period WITHOUT OVERLAPS``: the key holds the period's end, then its
-        start; a period this statement does not define is left to the catalog to resolve."""
-        if period is None:
-            return idef
-        idef.without_overlaps = True
-        found = self.period_columns(period)
-        if found is None:
+        """``idef`` ending with ``period WITHOUT OVERLAPS``. The catalog resolves the period to its end
+        and start columns (``WorkingTable.add_index``), after the statement's own columns and periods,
+        as MariaDB does: a key may name a period its statement defines later."""
+        if period is not None:
+            idef.without_overlaps = True
             idef.period = period
-        else:
-            start, end = found
-            idef.parts += [(end, None), (start, None)]
         return idef
 
     def skip_index_type(self) -> bool:
@@ -193,7 +188,7 @@ class DefinitionParser(TokenCursor):
     def index_parts(self) -> tuple[list[tuple[str, int | None]], bool, str | None]:
         """The column parts of a key part list, whether it has functional parts (MySQL 8's
         ``((expr))``, skipped: they name no column) and the period it ends with, ``period WITHOUT
-        OVERLAPS`` (MariaDB 10.5+; ``with_period`` adds its columns)."""
+        OVERLAPS`` (MariaDB 10.5+; ``with_period`` records it)."""
         self.expect_op("(")
         parts: list[tuple[str, int | None]] = []
         functional = False
@@ -222,21 +217,6 @@ class DefinitionParser(TokenCursor):
             self.expect_op(")")
             break
         return parts, functional, period
-
-    def period_columns(self, period: str) -> tuple[str, str] | None:
-        """The (start, end) columns of ``PERIOD FOR period (start, end)`` in this statement, if any."""
-        toks = self.toks
-        for k in range(len(toks) - 7):
-            if (
-                toks[k].upper == "PERIOD"
-                and toks[k + 1].upper == "FOR"
-                and toks[k + 2].value.lower() == period.lower()
-                and toks[k + 3].value == "("
-                and toks[k + 5].value == ","
-                and toks[k + 7].value == ")"
-            ):
-                return toks[k + 4].value, toks[k + 6].value
-        return None
 
     def index_tail(self) -> bool:
         """Index options after the column list; True when USING HASH is among them."""

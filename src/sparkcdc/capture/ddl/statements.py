@@ -81,11 +81,10 @@ class IndexDef:
     """Some key parts are expressions (MySQL 8 functional index): ``parts`` lists only the columns,
     and the index is no key of the rows' identity."""
     without_overlaps: bool = False
-    """The last key part is an application-time period ``WITHOUT OVERLAPS``: ``parts`` holds its
-    end and start columns, or, for a period this statement does not define, ``period`` names it."""
+    """The last key part is an application-time period ``WITHOUT OVERLAPS``, which ``period`` names."""
     period: str | None = None
-    """The period of ``WITHOUT OVERLAPS`` when an earlier statement defined it: the catalog, which
-    keeps each table's periods, appends its end and start columns to ``parts``."""
+    """The period of ``WITHOUT OVERLAPS`` (not in ``parts``): the catalog, which keeps each table's
+    periods, appends its end and start columns to the key's."""
 
 
 @dataclass(slots=True)
@@ -121,7 +120,7 @@ class CreateTable:
     or_replace: bool = False
     like: TableName | None = None
     periods: list[PeriodDef] = field(default_factory=list)
-    """Its application-time periods (a ``WITHOUT OVERLAPS`` key of a later statement names one)."""
+    """Its application-time periods (a ``WITHOUT OVERLAPS`` key names one)."""
 
 
 @dataclass(slots=True)

@@ -894,14 +894,18 @@ def ddl_sql_mode(up: LocalMariaDB, db: str) -> None:
 
 def period_keys_later(up: LocalMariaDB, db: str) -> None:
     """Unique keys ``WITHOUT OVERLAPS`` over application-time periods that earlier statements
-    defined (in CREATE TABLE; by ALTER TABLE ... ADD PERIOD), then rows split by ``UPDATE`` and
-    ``DELETE ... FOR PORTION OF``, which insert the parts of a row outside the portion."""
+    defined (in CREATE TABLE; by ALTER TABLE ... ADD PERIOD), or that their own statement defines
+    after the key (MariaDB builds columns, then periods, then keys), then rows split by ``UPDATE``
+    and ``DELETE ... FOR PORTION OF``, which insert the parts of a row outside the portion."""
     create_db(
         up,
         db,
         "CREATE TABLE booking (room INT NOT NULL, s DATE NOT NULL, e DATE NOT NULL, guest VARCHAR(20), "
         "PERIOD FOR stay (s, e))",
         "CREATE TABLE price (item INT NOT NULL, f DATE NOT NULL, t DATE NOT NULL, amount INT)",
+        "CREATE TABLE lease (unit INT, PRIMARY KEY (unit, term WITHOUT OVERLAPS), a DATE NOT NULL, "
+        "b DATE NOT NULL, PERIOD FOR term (a, b))",
+        "CREATE TABLE slot (id INT NOT NULL, a DATE NOT NULL, b DATE NOT NULL)",
     )
     sql(
         up,
@@ -915,6 +919,12 @@ def period_keys_later(up: LocalMariaDB, db: str) -> None:
         "DELETE FROM price FOR PORTION OF valid FROM '2026-03-01' TO '2026-04-01' WHERE item = 7",
         "UPDATE price SET amount = amount + 1 WHERE item = 8",
         "DELETE FROM booking WHERE room = 2",
+        "ALTER TABLE slot ADD UNIQUE KEY one (id, p WITHOUT OVERLAPS), ADD INDEX by_n (n), "
+        "ADD PERIOD FOR p (a, b), ADD COLUMN n INT",
+        "INSERT INTO lease VALUES (1, '2026-01-01', '2026-03-01'), (1, '2026-03-01', '2026-05-01')",
+        "INSERT INTO slot VALUES (1, '2026-01-01', '2026-02-01', 5), (2, '2026-01-01', '2026-02-01', 6)",
+        "DELETE FROM lease FOR PORTION OF term FROM '2026-02-01' TO '2026-04-01' WHERE unit = 1",
+        "UPDATE slot FOR PORTION OF p FROM '2026-01-10' TO '2026-01-20' SET n = 9 WHERE id = 2",
     )
 
 

@@ -20,7 +20,9 @@ exactly the DDL subset a schema tracker needs:
 * ``definitions``: column and index definitions, DEFAULT expressions;
 * ``parser``: whole statements, ``parse_statement``;
 * ``columns``: column-type normalisation (a column definition → ``ColumnInfo``);
-* ``charsets``: the charset and collation tables.
+* ``charsets``: the charset and collation tables;
+* ``literals``: a statement's string literals whose bytes depend on the session's connection
+  charset, rewritten as hex literals before anything reads the statement.
 """
 
 from sparkcdc.capture.ddl.charsets import (

@@ -14,6 +14,8 @@ changes to the same key is always kept.
 
 from __future__ import annotations
 
+import codecs
+
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -52,6 +54,28 @@ def _bit_param(v: Any) -> Any:
     return v
 
 
+def _escaped_bytes(exc: UnicodeError) -> tuple[bytes, int]:
+    """The codec error handler ``sparkcdc.escaped-bytes``: ``surrogateescape`` for UTF-16/32.
+
+    Python's UTF-16/32 encoders take a handler's bytes only in whole code units, and
+    ``surrogateescape`` gives one byte per escape, so they refuse it. This handler gives back the
+    whole run of escaped bytes (U+DC80-U+DCFF) that starts at the error: a 16-bit unit MariaDB
+    holds and Python's decoder could not read (a lone surrogate in ``ucs2``) was escaped as its
+    two bytes, and comes back as them.
+    """
+    if not isinstance(exc, UnicodeEncodeError):
+        raise exc
+    text, end = exc.object, exc.start
+    while end < len(text) and 0xDC80 <= ord(text[end]) <= 0xDCFF:
+        end += 1
+    if end == exc.start:
+        raise exc
+    return bytes(ord(c) - 0xDC00 for c in text[exc.start : end]), end
+
+
+codecs.register_error("sparkcdc.escaped-bytes", _escaped_bytes)
+
+
 def _raw_text_param(codec: str) -> ParamFn:
     """Text of a column in a charset other than UTF-8 or latin1, sent as that column's bytes.
 
@@ -63,11 +87,13 @@ def _raw_text_param(codec: str) -> ParamFn:
     collations" where a character has no ``ujis`` form there). ASCII is the same either way.
     """
 
+    errors = "sparkcdc.escaped-bytes" if codec.startswith(("utf-16", "utf-32")) else "surrogateescape"
+
     def convert(v: Any) -> Any:
         if type(v) is not str or v.isascii():
             return v
         try:
-            return v.encode(codec, "surrogateescape")
+            return v.encode(codec, errors)
         except UnicodeEncodeError:  # not text this column's codec read: the downstream decides
             return v
 
@@ -85,11 +111,9 @@ def _param_fn(col: ColumnInfo) -> ParamFn | None:
         return _raw_text_param("latin-1")
     if col.is_text and col.charset:
         codec = CODECS.get(col.charset.lower())
-        # not UTF-8 itself, nor latin1 (which reads every byte), nor UTF-16/32, whose lone
-        # surrogates ``surrogateescape`` cannot give back: the applier refuses those rows by name
+        # not UTF-8 itself, nor latin1, which reads every byte
         if codec is not None and codec not in ("utf-8", "binary", "ascii", "mysql_latin1"):
-            if not codec.startswith(("utf-16", "utf-32")):
-                return _raw_text_param(codec)
+            return _raw_text_param(codec)
     return None
 
 

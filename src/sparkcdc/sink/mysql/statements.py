@@ -15,7 +15,6 @@ changes to the same key is always kept.
 from __future__ import annotations
 
 import codecs
-
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field

@@ -626,7 +626,12 @@ class TxnStream:
             connection = charset_of(status.collation_connection)
             if connection == "binary" and status.charset_client is not None:
                 connection = charset_of(status.charset_client)  # literals keep the client's bytes
-            query = pin_connection_literals(query, connection)
+            try:
+                query = pin_connection_literals(query, connection)
+            except DecodeError as exc:
+                raise DecodeError(
+                    f"{exc.message} (the statement at binlog position {self.where()})"
+                ) from None
         bits = status.sql_mode
         yield QueryItem(query, schema, None if bits is None else sql_mode_names(bits, self._mariadb))
         if self._standalone:

@@ -16,6 +16,7 @@ from sparkcdc.capture.ddl import build_column
 from sparkcdc.capture.ddl.literals import pin_connection_literals
 from sparkcdc.capture.ddl.parser import parse_statement
 from sparkcdc.capture.ddl.statements import CreateTable
+from sparkcdc.errors import DecodeError
 from sparkcdc.model.schema import ColumnInfo
 from sparkcdc.sink.mysql.statements import _param_fn
 
@@ -135,3 +136,10 @@ def test_the_storage_schema_file_prints_a_binary_default_as_tidb_does() -> None:
         TableCol.from_column(_column("CREATE TABLE t (b VARBINARY(4) DEFAULT 0xE9)"), False).default
         == "\ufffd"
     )
+
+
+def test_a_literal_its_connection_charset_cannot_hold_is_refused_by_name() -> None:
+    # bytes the client charset did not read (kept as escapes) have no UTF-32 form to compute
+    sql = "CREATE TABLE t (b VARBINARY(4) DEFAULT 'a\udcff')"
+    with pytest.raises(DecodeError, match="binary column"):
+        pin_connection_literals(sql, "utf32")

@@ -43,8 +43,9 @@ def pin_connection_literals(sql: str, connection_charset: str | None) -> str:
     ``connection_charset`` gives them (``sql`` itself when none differs from its UTF-8 bytes).
 
     ``connection_charset``: the charset of the session's ``collation_connection`` (None: unknown,
-    read as UTF-8; under a binary one, literals keep the client charset's bytes: pass that). A statement the DDL parser cannot read is returned unchanged: applying it
-    raises the parser's error with its position.
+    read as UTF-8; under a binary one, literals keep the client charset's bytes: pass that). A
+    statement the DDL parser cannot read is returned unchanged: applying it raises the parser's
+    error with its position.
     """
     if connection_charset is None or connection_charset.lower() in _AS_WRITTEN:
         return sql
@@ -87,7 +88,14 @@ def _hex_edit(sql: str, start: int, end: int, codec: str) -> list[tuple[int, int
     """The edit writing the literal (or run of adjacent literals) at ``start:end`` as hex, if its
     bytes under ``codec`` differ from its UTF-8 bytes."""
     text = "".join(t.value for t in tokenize(sql[start:end]) if t.kind == "str")
-    stored = text.encode(codec, "surrogateescape")
+    try:
+        stored = text.encode(codec, "surrogateescape")
+    except UnicodeEncodeError as exc:
+        raise DecodeError(
+            f"the string literal {sql[start:end]!r} of a binary column holds bytes its client charset "
+            f"does not read, so sparkcdc cannot tell what the session's connection charset ({codec}) "
+            "made of them; write the literal as a hex literal (X'...') upstream"
+        ) from exc
     if stored == text.encode("utf-8", "surrogateescape"):
         return []
-    return [(start, end, f"X'{stored.hex().upper()}'" if stored else "''")]
+    return [(start, end, f"X'{stored.hex().upper()}'")]

@@ -477,7 +477,14 @@ class Oracle:
         from sparkcdc.config.replica import ReplicaConfig
         from sparkcdc.consumer.kafka import run_kafka_consumer
 
-        topics = self._topics()
+        try:
+            topics = self._topics()
+        except Exception as exc:  # a broker that died is the Kafka path's failure, not the capture's
+            cap.paths["kafka"].errors.append(
+                f"the Kafka broker {self.kafka.bootstrap} lists no topics ({type(exc).__name__}: {exc}); "
+                f"its log: {self.kafka.log_path}"
+            )
+            return
         for rnd in cap.paths["kafka"].rounds:
             topic = f"oracle-{cap.name}-{rnd.index}"
             if topic not in topics:

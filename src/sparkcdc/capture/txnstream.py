@@ -238,11 +238,6 @@ def query_status(body: bytes) -> QueryStatus:
     return QueryStatus(sql_mode, charset, connection)
 
 
-def query_sql_mode(body: bytes) -> int | None:
-    """The ``sql_mode`` bits a QUERY event's status variables record, None without them."""
-    return query_status(body).sql_mode
-
-
 _SQL_MODE_BITS = (
     "REAL_AS_FLOAT",
     "PIPES_AS_CONCAT",

@@ -97,6 +97,12 @@ class ColumnInfo:
         return self.type in BLOB_TYPES
 
     @property
+    def holds_bytes(self) -> bool:
+        """True for the binary types and for ENUM/SET of ``CHARACTER SET binary``: elements and
+        defaults are bytes (one code point per byte in ``elements`` and ``default``)."""
+        return self.is_binary or self.charset == "binary"
+
+    @property
     def is_text(self) -> bool:
         """True for CHAR/VARCHAR/TEXT columns (values are str)."""
         return self.type in TEXT_TYPES

@@ -9,7 +9,7 @@ import struct
 
 import pytest
 
-from sparkcdc.capture.txnstream import QueryStatus, parse_query, query_sql_mode, query_status, sql_mode_names
+from sparkcdc.capture.txnstream import QueryStatus, parse_query, query_status, sql_mode_names
 from sparkcdc.errors import DecodeError
 
 
@@ -22,7 +22,7 @@ def test_flags2_then_sql_mode() -> None:
     body = query_body(
         b"\x00" + struct.pack("<I", 0) + b"\x01" + struct.pack("<Q", mode) + b"\x04" + b"\x00" * 6
     )
-    assert query_sql_mode(body) == mode
+    assert query_status(body).sql_mode == mode
     assert (
         sql_mode_names(mode, mariadb=True)
         == "NO_AUTO_VALUE_ON_ZERO,STRICT_TRANS_TABLES,NO_ENGINE_SUBSTITUTION"
@@ -30,8 +30,8 @@ def test_flags2_then_sql_mode() -> None:
 
 
 def test_no_status_variables_or_another_first() -> None:
-    assert query_sql_mode(query_body(b"")) is None
-    assert query_sql_mode(query_body(b"\x04" + b"\x00" * 6)) is None
+    assert query_status(query_body(b"")).sql_mode is None
+    assert query_status(query_body(b"\x04" + b"\x00" * 6)).sql_mode is None
 
 
 def test_the_high_bits_differ_between_mariadb_and_mysql() -> None:

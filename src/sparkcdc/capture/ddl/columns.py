@@ -15,7 +15,7 @@ from sparkcdc.capture.charsets import charset_codec
 from sparkcdc.capture.ddl.charsets import mbmaxlen, resolve_charset
 from sparkcdc.capture.ddl.statements import ColumnDef, DefaultValue
 from sparkcdc.errors import SchemaError
-from sparkcdc.model.schema import BLOB_TYPES, INT_TYPES, ColumnInfo
+from sparkcdc.model.schema import INT_TYPES, ColumnInfo
 
 _INT_WIDTH = {
     "tinyint": (4, 3),
@@ -195,7 +195,7 @@ def _normalize_default(col: ColumnInfo, dv: DefaultValue) -> str | None:
         else:
             n = int(dv.text or "0", 2)
             text = n.to_bytes(max(1, (len(dv.text) + 7) // 8), "big").decode("latin-1")
-    elif dv.lit == "str" and (col.type in BLOB_TYPES or col.charset == "binary"):
+    elif dv.lit == "str" and col.holds_bytes:
         # a binary column's default is bytes, one code point per byte, as a hex literal's above
         text = text.encode("utf-8", "surrogateescape").decode("latin-1")
     t = col.type

@@ -322,7 +322,7 @@ class DefinitionParser(TokenCursor):
                 col.args = [_element_text(x) for x in elements]
                 col.byte_elements = [x.kind != "str" for x in elements]
                 col.string_literals = [
-                    (x.pos, literal_end(self.sql, x))
+                    (x.pos, literal_end(self.sql, x), x.value)
                     for k, x in enumerate(inner)
                     if x.kind == "str" and not (k and inner[k - 1].upper.startswith("_"))
                 ]
@@ -390,9 +390,8 @@ class DefinitionParser(TokenCursor):
             first = self.i
             col.default = self.default_value()
             if col.default.lit == "str" and self.toks[first].kind == "str":
-                col.string_literals.append(
-                    (self.toks[first].pos, literal_end(self.sql, self.toks[self.i - 1]))
-                )
+                end = literal_end(self.sql, self.toks[self.i - 1])
+                col.string_literals.append((self.toks[first].pos, end, col.default.text))
         elif self.accept_kw("ON", "UPDATE"):
             self.default_value()
         elif w == "AUTO_INCREMENT":

@@ -25,7 +25,6 @@ from __future__ import annotations
 from sparkcdc.capture.charsets import charset_codec
 from sparkcdc.capture.ddl.charsets import SERVER_CHARSET, SERVER_COLLATION, resolve_charset
 from sparkcdc.capture.ddl.columns import build_column
-from sparkcdc.capture.ddl.lexer import tokenize
 from sparkcdc.capture.ddl.parser import first_word, parse_statement
 from sparkcdc.capture.ddl.statements import AlterTable, ColumnDef, CreateTable
 from sparkcdc.errors import DecodeError, SchemaError
@@ -33,9 +32,9 @@ from sparkcdc.errors import DecodeError, SchemaError
 _AS_WRITTEN = frozenset({"utf8", "utf8mb3", "utf8mb4", "binary"})
 """Connection charsets under which a literal's bytes are its UTF-8 bytes: the text of a QUERY event
 sent in a binary client charset is read as UTF-8."""
-_BINARY_TYPES = frozenset({"binary", "varbinary"})
-"""Binary types whose DEFAULT is a value. A BLOB's DEFAULT is an expression MariaDB keeps as UTF-8
-text and evaluates again: its bytes are the text's UTF-8 bytes whatever the connection charset."""
+_EXPRESSION_DEFAULT = frozenset({"tinyblob", "blob", "mediumblob", "longblob"})
+"""Binary types whose DEFAULT is an expression MariaDB keeps as UTF-8 text and evaluates again:
+its bytes are the text's UTF-8 bytes whatever the connection charset."""
 
 
 def pin_connection_literals(sql: str, connection_charset: str | None) -> str:
@@ -49,7 +48,7 @@ def pin_connection_literals(sql: str, connection_charset: str | None) -> str:
     """
     if connection_charset is None or connection_charset.lower() in _AS_WRITTEN:
         return sql
-    if first_word(sql) not in ("CREATE", "ALTER") or not any(t.kind == "str" for t in tokenize(sql)):
+    if first_word(sql) not in ("CREATE", "ALTER"):
         return sql
     try:
         st = parse_statement(sql)
@@ -67,8 +66,8 @@ def pin_connection_literals(sql: str, connection_charset: str | None) -> str:
     for cdef in columns:
         if cdef.string_literals and _is_binary(cdef, table):
             codec = charset_codec(connection_charset, "the session's collation_connection")
-            for start, end in cdef.string_literals:
-                edits.extend(_hex_edit(sql, start, end, codec))
+            for start, end, text in cdef.string_literals:
+                edits.extend(_hex_edit(sql[start:end], start, end, text, codec))
     for start, end, text in sorted(edits, reverse=True):
         sql = sql[:start] + text + sql[end:]
     return sql
@@ -81,18 +80,17 @@ def _is_binary(cdef: ColumnDef, table: tuple[str, str] | None) -> bool:
         col = build_column(cdef, table or (SERVER_CHARSET, SERVER_COLLATION))
     except (SchemaError, DecodeError):
         return False
-    return col.type in _BINARY_TYPES or col.charset == "binary"
+    return col.holds_bytes and col.type not in _EXPRESSION_DEFAULT
 
 
-def _hex_edit(sql: str, start: int, end: int, codec: str) -> list[tuple[int, int, str]]:
-    """The edit writing the literal (or run of adjacent literals) at ``start:end`` as hex, if its
-    bytes under ``codec`` differ from its UTF-8 bytes."""
-    text = "".join(t.value for t in tokenize(sql[start:end]) if t.kind == "str")
+def _hex_edit(written: str, start: int, end: int, text: str, codec: str) -> list[tuple[int, int, str]]:
+    """The edit writing the literal (or run of adjacent literals) ``written`` at ``start:end``, whose
+    value is ``text``, as hex, if its bytes under ``codec`` differ from its UTF-8 bytes."""
     try:
         stored = text.encode(codec, "surrogateescape")
     except UnicodeEncodeError as exc:
         raise DecodeError(
-            f"the string literal {sql[start:end]!r} of a binary column holds bytes its client charset "
+            f"the string literal {written!r} of a binary column holds bytes its client charset "
             f"does not read, so sparkcdc cannot tell what the session's connection charset ({codec}) "
             "made of them; write the literal as a hex literal (X'...') upstream"
         ) from exc

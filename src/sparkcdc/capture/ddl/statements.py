@@ -62,10 +62,10 @@ class ColumnDef:
     national: bool = False
     references: bool = False
     serial_default_value: bool = False
-    string_literals: list[tuple[int, int]] = field(default_factory=list, compare=False, repr=False)
-    """Where in the statement the column's ENUM/SET elements and DEFAULT written as plain strings
-    are (start and end offsets; no charset introducer): their bytes in a binary column depend on the
-    session's connection charset (``ddl.literals``)."""
+    string_literals: list[tuple[int, int, str]] = field(default_factory=list, compare=False, repr=False)
+    """The column's ENUM/SET elements and DEFAULT written as plain strings (no charset introducer):
+    start and end offsets in the statement, and the value. Their bytes in a binary column depend on
+    the session's connection charset (``ddl.literals``)."""
 
 
 @dataclass(slots=True)

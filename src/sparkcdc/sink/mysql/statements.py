@@ -105,7 +105,7 @@ def _param_fn(col: ColumnInfo) -> ParamFn | None:
         return _json_param
     if col.type == "bit":
         return _bit_param
-    if col.type in ("enum", "set") and col.charset == "binary":
+    if col.type in ("enum", "set") and col.holds_bytes:
         # a binary ENUM/SET element is bytes, one code point per byte: sent as those bytes
         return _raw_text_param("latin-1")
     if col.is_text and col.charset:

@@ -15,7 +15,7 @@ from typing import Any
 
 from sparkcdc.errors import DecodeError
 from sparkcdc.model import ColumnInfo, DDLEvent, DDLType, IndexInfo, TableInfo
-from sparkcdc.model.schema import BLOB_TYPES, DEFAULT_FLEN, DEFAULT_UNSIGNED_FLEN
+from sparkcdc.model.schema import DEFAULT_FLEN, DEFAULT_UNSIGNED_FLEN
 from sparkcdc.sink.storage.layout import schema_file_path
 
 TABLE_DEFINITION_VERSION = 1
@@ -230,7 +230,7 @@ class TableCol:
         if not col.nullable or is_pk:
             tc.nullable = "false"
         tc.default = col.default
-        if tc.default is not None and (t in BLOB_TYPES or col.charset == "binary"):
+        if tc.default is not None and col.holds_bytes:
             # bytes, one code point per byte: TiCDC prints a default's bytes as a Go string
             tc.default = tc.default.encode("latin-1").decode("utf-8", "replace")
         if t in _TIME_TYPES:

@@ -3,7 +3,8 @@
 Usage (from the repository root)::
 
     .venv/bin/python bench/oracle/run.py 60 [--seeds 1,2,3 | --random-seeds 3] [--connections 4]
-                                            [--disable xa,ddl] [--ddl-every 1,3] [--paths | --paths-only]
+                                            [--disable xa,ddl] [--ddl-every 1,3] [--rate 40]
+                                            [--paths | --paths-only]
 
 For each seed: a fresh upstream and native replica, ``run_random`` for the given seconds in a
 database ``rw_<seed>``, then the replica's catch-up time and a table-by-table comparison. One line
@@ -51,6 +52,7 @@ def native_seed(
     connections: int,
     features: frozenset[str],
     ddl_every: tuple[float, float] = DDL_EVERY,
+    rate: float = 0.0,
 ) -> dict[str, Any]:
     """One seed against a fresh upstream and native replica: the workload's stats and the comparison."""
     database = f"rw_{seed}"
@@ -64,6 +66,7 @@ def native_seed(
             database=database,
             features=features,
             ddl_every=ddl_every,
+            rate=rate,
             log=lambda line: None,
         )
         t0 = time.monotonic()
@@ -92,6 +95,7 @@ def compare_paths(
     features: frozenset[str] = FEATURES,
     root: Path | None = None,
     ddl_every: tuple[float, float] = DDL_EVERY,
+    rate: float = 0.0,
 ) -> dict[str, list[str]]:
     """Deliver one seed's workload through sparkcdc's paths; each path's differences from the native replica.
 
@@ -120,6 +124,7 @@ def compare_paths(
                 database=database,
                 features=features,
                 ddl_every=ddl_every,
+                rate=rate,
                 log=lambda line: None,
             )
         )
@@ -143,11 +148,18 @@ def compare_paths(
 
 
 def _print_paths(
-    seed: int, seconds: float, connections: int, features: frozenset[str], ddl_every: tuple[float, float]
+    seed: int,
+    seconds: float,
+    connections: int,
+    features: frozenset[str],
+    ddl_every: tuple[float, float],
+    rate: float = 0.0,
 ) -> int:
     """Run ``compare_paths`` for one seed and print each path's result; 1 when any path differs."""
     bad = 0
-    found = compare_paths(seed, seconds, connections=connections, features=features, ddl_every=ddl_every)
+    found = compare_paths(
+        seed, seconds, connections=connections, features=features, ddl_every=ddl_every, rate=rate
+    )
     for path, problems in found.items():
         bad |= bool(problems)
         print(
@@ -173,6 +185,13 @@ def main(argv: list[str] | None = None) -> int:
         default="1,3",
         help="seconds between two DDLs, drawn uniformly from MIN,MAX (each DDL is a batch of its own downstream)",
     )
+    ap.add_argument(
+        "--rate",
+        type=float,
+        default=0.0,
+        help="at most this many transactions per second over all connections (default 0: no cap); "
+        "for long --paths runs, whose Kafka broker keeps the topics in memory",
+    )
     ap.add_argument("--paths", action="store_true", help="also compare through sparkcdc's three paths")
     ap.add_argument(
         "--paths-only",
@@ -197,15 +216,16 @@ def main(argv: list[str] | None = None) -> int:
     ddl_every = (lo, hi)
     print(
         f"oracle bench: {args.seconds:g}s per seed, seeds {seeds}, {args.connections} connections, "
-        f"disabled {sorted(disabled) or 'nothing'}, a DDL every {lo:g}-{hi:g}s, load {load()}",
+        f"disabled {sorted(disabled) or 'nothing'}, a DDL every {lo:g}-{hi:g}s, "
+        f"rate {f'at most {args.rate:g} transactions/s' if args.rate else 'uncapped'}, load {load()}",
         flush=True,
     )
     mismatched = 0
     for seed in seeds:
         if args.paths_only:
-            mismatched += _print_paths(seed, args.seconds, args.connections, features, ddl_every)
+            mismatched += _print_paths(seed, args.seconds, args.connections, features, ddl_every, args.rate)
             continue
-        res = native_seed(seed, args.seconds, args.connections, features, ddl_every)
+        res = native_seed(seed, args.seconds, args.connections, features, ddl_every, args.rate)
         st: Stats = res["stats"]
         bad = len(res["problems"]) + (1 if res["error"] else 0)
         mismatched += bool(bad)
@@ -220,7 +240,7 @@ def main(argv: list[str] | None = None) -> int:
         for line in ([res["error"]] if res["error"] else []) + res["problems"][:5]:
             print(f"  {line}")
         if args.paths:
-            mismatched += _print_paths(seed, args.seconds, args.connections, features, ddl_every)
+            mismatched += _print_paths(seed, args.seconds, args.connections, features, ddl_every, args.rate)
     print(f"oracle bench: {len(seeds)} seeds, {mismatched} with mismatches; load {load()}")
     return 1 if mismatched else 0
 

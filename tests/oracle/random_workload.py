@@ -498,9 +498,18 @@ def run_random(
     database: str,
     features: frozenset[str] | set[str] = FEATURES,
     ddl_every: tuple[float, float] = (1.0, 3.0),
+    rate: float = 0.0,
     log: Callable[[str], None] = print,
 ) -> Stats:
-    """Run the workload for ``seconds`` on ``connections`` threads in ``database`` (created here)."""
+    """Run the workload for ``seconds`` on ``connections`` threads in ``database`` (created here).
+
+    ``rate``: at most this many transactions per second over all connections (0: as fast as the
+    upstream takes them). A long run at full speed writes more than a broker that keeps its log in
+    memory can hold; a capped rate keeps the same mix of forms over the same time.
+    """
+    if rate < 0:
+        raise ValueError(f"rate {rate}: expected transactions per second >= 0 (0: no cap)")
+    interval = connections / rate if rate else 0.0
     unknown = set(features) - FEATURES
     if unknown:
         raise ValueError(f"unknown workload features {sorted(unknown)}; known: {sorted(FEATURES)}")
@@ -515,11 +524,18 @@ def run_random(
 
     def loop(worker: Worker) -> None:
         next_ddl = time.monotonic() + worker.rng.uniform(*ddl_every)
+        next_txn = time.monotonic()
         try:
             while time.monotonic() < deadline:
                 if worker.index == 0 and "ddl" in enabled and time.monotonic() >= next_ddl:
                     worker.ddl()
                     next_ddl = time.monotonic() + worker.rng.uniform(*ddl_every)
+                if interval:
+                    # the cap: wait out this connection's share of the rate (never past the deadline)
+                    time.sleep(max(0.0, min(next_txn, deadline) - time.monotonic()))
+                    next_txn = max(next_txn, time.monotonic() - interval) + interval
+                    if time.monotonic() >= deadline:
+                        break
                 worker.transaction()
         except BaseException as exc:  # handed to the caller after the join
             failures.append(exc)

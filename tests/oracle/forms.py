@@ -771,7 +771,9 @@ def connection_literals(up: LocalMariaDB, db: str) -> None:
     ``collation_connection`` other than UTF-8, as MariaDB's ``main/ctype_utf32`` does: their bytes
     are that charset's (``'a'`` is 0x00000061 under utf32), which the statement text alone does not
     say. A DEFAULT added by ALTER fills the rows already there; a binary ENUM with non-ASCII
-    elements under UTF-8 and latin1 connections; a table whose default charset is binary."""
+    elements under UTF-8 and latin1 connections; a table whose default charset is binary, and an
+    ALTER adding columns to it that name no charset (binary by that default, which only the catalog
+    knows); a table that takes binary from its database's default."""
     create_db(up, db)
     sql(
         up,
@@ -796,6 +798,13 @@ def connection_literals(up: LocalMariaDB, db: str) -> None:
         "INSERT INTO l (id) VALUES (1)",
         "INSERT INTO l VALUES (2, 'x'), (3, 'é')",
         "ALTER TABLE l ADD COLUMN m BLOB DEFAULT 'ü'",
+        "ALTER TABLE l ADD COLUMN f ENUM('ö', 'y') DEFAULT 'ö', ADD COLUMN g VARCHAR(4) DEFAULT 'ñ'",
+        "INSERT INTO l (id, f) VALUES (4, 'y'), (5, 'ö')",
+        f"ALTER DATABASE `{db}` CHARACTER SET binary",
+        "CREATE TABLE k (id INT PRIMARY KEY, e ENUM('é', 'x') DEFAULT 'é', c CHAR(2) DEFAULT 'ß')",
+        "INSERT INTO k (id) VALUES (1)",
+        "INSERT INTO k (id, e) VALUES (2, 'x'), (3, 'é')",
+        f"ALTER DATABASE `{db}` CHARACTER SET utf8mb4",
         "SET NAMES utf8mb4",
         "UPDATE u SET e = 'ü' WHERE id = 1",
     )

@@ -497,8 +497,8 @@ class TxnInfo:
     ts: int
     nbytes: int
     tables: set[tuple[str, str]] = field(default_factory=set)
-    queries: list[tuple[str, str, str | None]] = field(default_factory=list)
-    """(default schema, query, the session sql_mode it ran with) of its DDL statements."""
+    queries: list[QueryItem] = field(default_factory=list)
+    """Its DDL statements, each with its default schema and the session it ran in."""
     statement_rows: list[StatementRows] = field(default_factory=list)
     """Row changes logged as statements (refused by a changefeed that captures their table)."""
 
@@ -534,7 +534,7 @@ class Scanner:
                         cur.tables.add((item.tm.schema, item.tm.table))
                 elif isinstance(item, QueryItem):
                     if cur is not None:
-                        cur.queries.append((item.schema, item.query, item.sql_mode))
+                        cur.queries.append(item)
                 elif isinstance(item, StatementRows):
                     if cur is not None:
                         cur.statement_rows.append(item)

@@ -11,7 +11,6 @@ from typing import Any
 from sparkcdc.capture import protocol as P
 from sparkcdc.capture.charsets import charset_of, codec_of
 from sparkcdc.capture.compressed import PLAIN_TYPE, uncompress_event
-from sparkcdc.capture.ddl.literals import pin_connection_literals
 from sparkcdc.capture.gtid import parse_mysql_gtid_event
 from sparkcdc.capture.offset import Offset, file_start_ts, next_ts
 from sparkcdc.capture.payload import payload_events
@@ -60,6 +59,10 @@ class QueryItem:
     schema: str
     sql_mode: str | None = None
     """The session ``sql_mode`` the event records (``sql_mode_names``), None when it records none."""
+    connection: str | None = None
+    """The charset the session converted string literals into (its ``collation_connection``'s; the
+    client charset under a binary one), None when the event records none: the batch planner makes
+    the literals of binary columns independent of it (``ddl.literals.pin_connection_literals``)."""
 
 
 @dataclass(slots=True)
@@ -617,18 +620,15 @@ class TxnStream:
             yield self._begin(ev, None)
             self._standalone = True
         status = query_status(ev.body)
+        connection = None
         if status.collation_connection is not None:
             connection = charset_of(status.collation_connection)
             if connection == "binary" and status.charset_client is not None:
                 connection = charset_of(status.charset_client)  # literals keep the client's bytes
-            try:
-                query = pin_connection_literals(query, connection)
-            except DecodeError as exc:
-                raise DecodeError(
-                    f"{exc.message} (the statement at binlog position {self.where()})"
-                ) from None
         bits = status.sql_mode
-        yield QueryItem(query, schema, None if bits is None else sql_mode_names(bits, self._mariadb))
+        yield QueryItem(
+            query, schema, None if bits is None else sql_mode_names(bits, self._mariadb), connection
+        )
         if self._standalone:
             yield self._end(ev)
         else:

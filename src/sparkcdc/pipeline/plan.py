@@ -26,6 +26,7 @@ from sparkcdc.capture.ddl_kind import ddl_event_kinds
 from sparkcdc.capture.offset import Offset
 from sparkcdc.capture.reader import Scanner, TxnInfo, check_statement_rows
 from sparkcdc.capture.resolved import UpstreamClock
+from sparkcdc.capture.txnstream import QueryItem
 from sparkcdc.capture.upstream import UpstreamConfig
 from sparkcdc.event_filter import EventFilter
 from sparkcdc.filter import TableFilter, changefeed_filter
@@ -280,12 +281,27 @@ class Planner:
     def _ddl_events(self, txn: TxnInfo, cat: Any) -> list[DDLEvent]:
         """Apply one transaction's DDL statements to the catalog and the history."""
         events: list[DDLEvent] = []
-        for schema, query, sql_mode in txn.queries:
+        for q in txn.queries:
             start = len(events)
-            self._statement_events(events, txn, cat, schema, query)
-            if sql_mode is not None:
-                events[start:] = [replace(e, sql_mode=sql_mode) for e in events[start:]]
+            self._statement_events(events, txn, cat, q.schema, self._pinned(q, cat, txn))
+            if q.sql_mode is not None:
+                events[start:] = [replace(e, sql_mode=q.sql_mode) for e in events[start:]]
         return events
+
+    def _pinned(self, q: QueryItem, cat: Any, txn: TxnInfo) -> str:
+        """The statement with its binary columns' literals independent of its session
+        (``ddl.literals``), read against the catalog before it: every later reader sees that text."""
+        from sparkcdc.capture.ddl.literals import pin_connection_literals
+        from sparkcdc.errors import DecodeError
+
+        try:
+            return pin_connection_literals(
+                q.query, q.connection, lambda st: cat.column_charset(st, q.schema or None)
+            )
+        except DecodeError as exc:
+            raise DecodeError(
+                f"{exc.message} (the statement at binlog position {txn.start.file}:{txn.start.pos})"
+            ) from None
 
     def _statement_events(
         self, events: list[DDLEvent], txn: TxnInfo, cat: Any, schema: str, query: str

@@ -179,5 +179,5 @@ def ddl_between(up: UpstreamConfig, start: Offset, end: tuple[int, int]) -> tupl
         if txn.end.key() > end:
             break
         if txn.queries:
-            return f"{txn.start.file}:{txn.start.pos}", keywords(txn.queries[0][1])
+            return f"{txn.start.file}:{txn.start.pos}", keywords(txn.queries[0].query)
     return None

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from sparkcdc.capture.catalog import parse_create_table
+from sparkcdc.capture.catalog import SchemaCatalog, parse_create_table
 from sparkcdc.capture.ddl import build_column
 from sparkcdc.capture.ddl.literals import pin_connection_literals
 from sparkcdc.capture.ddl.parser import parse_statement
@@ -70,14 +70,42 @@ def test_ascii_under_latin1_is_left_and_other_text_is_rewritten() -> None:
     )
 
 
-def test_the_tables_binary_default_charset_counts_in_create_table_only() -> None:
+def test_the_tables_binary_default_charset_counts() -> None:
     create = "CREATE TABLE t (e ENUM('é', 'x') DEFAULT 'é') CHARACTER SET binary"
     assert pin_connection_literals(create, "latin1") == (
         "CREATE TABLE t (e ENUM(X'E9', 'x') DEFAULT X'E9') CHARACTER SET binary"
     )
-    # an ALTER does not say the table's charset: its columns without one are taken as text
-    alter = "ALTER TABLE t ADD COLUMN f ENUM('é')"
+    # an ALTER does not say the table's charset: the catalog does
+    cat = SchemaCatalog()
+    cat.add_database("db", "utf8mb4")
+    for ddl in (create, "CREATE TABLE x (id INT)"):
+        cat.apply_ddl(ddl, "db", 1)
+    alter = "ALTER TABLE t ADD COLUMN f ENUM('é'), ADD g VARCHAR(2) CHARACTER SET utf8mb4 DEFAULT 'ü'"
+    assert pin_connection_literals(alter, "latin1", lambda st: cat.column_charset(st, "db")) == (
+        "ALTER TABLE t ADD COLUMN f ENUM(X'E9'), ADD g VARCHAR(2) CHARACTER SET utf8mb4 DEFAULT 'ü'"
+    )
+    # without the catalog, or for a text table, such a column is text
     assert pin_connection_literals(alter, "latin1") == alter
+    text = alter.replace("TABLE t", "TABLE x")
+    assert pin_connection_literals(text, "latin1", lambda st: cat.column_charset(st, "db")) == text
+    # the statement's own table options hold for the columns it adds, wherever they are written
+    converted = "ALTER TABLE x ADD COLUMN f ENUM('é'), DEFAULT CHARSET binary"
+    assert pin_connection_literals(converted, "latin1", lambda st: cat.column_charset(st, "db")) == (
+        "ALTER TABLE x ADD COLUMN f ENUM(X'E9'), DEFAULT CHARSET binary"
+    )
+
+
+def test_a_new_table_without_charset_takes_its_databases() -> None:
+    cat = SchemaCatalog()
+    cat.add_database("b", "binary")
+    cat.add_database("u", "utf8mb4")
+    create = "CREATE TABLE t (e ENUM('é') DEFAULT 'é')"
+    assert pin_connection_literals(create, "latin1", lambda st: cat.column_charset(st, "b")) == (
+        "CREATE TABLE t (e ENUM(X'E9') DEFAULT X'E9')"
+    )
+    assert pin_connection_literals(create, "latin1", lambda st: cat.column_charset(st, "u")) == create
+    # unknown database: the server's default (text)
+    assert pin_connection_literals(create, "latin1", lambda st: cat.column_charset(st, "nodb")) == create
 
 
 def test_statements_without_binary_literals_or_unreadable_are_left() -> None:

@@ -18,6 +18,7 @@ import pytest
 from sparkcdc.capture.ddl_kind import ddl_event_kinds
 from sparkcdc.capture.offset import Offset
 from sparkcdc.capture.reader import TxnInfo
+from sparkcdc.capture.txnstream import QueryItem
 from sparkcdc.errors import FilterRuleError
 from sparkcdc.event_filter import DDL_KINDS, EVENT_KINDS, EventFilter, compile_rule, rule_specs
 from sparkcdc.model import DDLEvent, DDLType, RowChange
@@ -314,7 +315,7 @@ def test_planner_drops_a_filtered_ddl_after_the_history_applied_it() -> None:
         Offset("b.1", 9, 100),
         100,
         5,
-        queries=[("db", add.query, None), ("db", drop.query, None)],
+        queries=[QueryItem(add.query, "db"), QueryItem(drop.query, "db")],
     )
     plan = p._ddl_batch(Offset("b.1", 4, 1), [txn], object())
     assert p.history.applied == [add.query, drop.query]  # type: ignore[attr-defined]

@@ -31,7 +31,7 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
-from sparkcdc.capture.catalog.apply import DDLApplier
+from sparkcdc.capture.catalog.apply import DDLApplier, alter_table_charset
 from sparkcdc.capture.catalog.scope import TableMatch, outside, unparsed_table, written_tables
 from sparkcdc.capture.catalog.table import (
     MAX_KEY_BYTES,
@@ -41,10 +41,13 @@ from sparkcdc.capture.catalog.table import (
     parse_create_table,
     parse_create_table_meta,
     qualified,
+    table_charset,
 )
 from sparkcdc.capture.catalog.table_maps import BINLOG_TYPES, reconcile
 from sparkcdc.capture.ddl import (
     SERVER_CHARSET,
+    AlterTable,
+    CreateTable,
     Ignored,
     parse_statement,
     quote_ident,
@@ -140,6 +143,29 @@ class SchemaCatalog:
     def database_charset(self, schema: str) -> tuple[str, str] | None:
         """(charset, collation) defaults of a database, None if unknown."""
         return self._dbs.get(schema)
+
+    def column_charset(self, st: Any, default_schema: str | None) -> tuple[str, str] | None:
+        """The (charset, collation) a column of the ``CREATE TABLE`` or ``ALTER TABLE`` ``st`` gets
+        when it names none: the table's default as the statement leaves it (the database's for a
+        new table). None when the catalog knows neither, or for another statement."""
+        try:
+            if isinstance(st, CreateTable) and st.like is None:
+                schema, _ = st.name.resolve(default_schema, "")
+                db = self._dbs.get(schema)
+                if db is None:
+                    return None
+                return resolve_charset(st.options.charset, st.options.collation, db) or db
+            if isinstance(st, AlterTable):
+                schema, table = st.name.resolve(default_schema, "")
+                info = self._tables.get((schema, table))
+                if info is None:
+                    return None
+                return alter_table_charset(
+                    st, table_charset(info, self._meta.get((schema, table)) or TableMeta())
+                )
+        except SchemaError:  # a table name without a database and no default one
+            return None
+        return None
 
     def tracks(self, schema: str) -> bool:
         """Whether DDL in this database is followed (not a system schema, inside the scope)."""

@@ -59,6 +59,20 @@ def _alter_order(spec: AlterSpec) -> int:
     return 0
 
 
+def alter_table_charset(st: AlterTable, table: tuple[str, str]) -> tuple[str, str]:
+    """The (charset, collation) the columns an ALTER TABLE adds without their own get: ``table``'s
+    default, or the one the statement's table options set (they hold for every column it adds,
+    wherever they are written)."""
+    for spec in st.specs:
+        if spec.action == "options" and spec.options is not None:
+            o = spec.options
+            if o.charset is not None or o.collation is not None:
+                resolved = resolve_charset(o.charset, o.collation, None)
+                assert resolved is not None
+                table = resolved
+    return table
+
+
 class DDLApplier:
     """Applies one parsed statement to a catalog."""
 
@@ -260,15 +274,8 @@ class DDLApplier:
             raise self.unknown(schema, table)
         meta = self.cat.meta(schema, table) or TableMeta()
         w = WorkingTable.of(cur, meta)
+        w.charset, w.collation = alter_table_charset(st, (w.charset, w.collation))
         new_name: tuple[str, str] | None = None
-        for spec in st.specs:
-            # table charset options hold for every column the statement adds, wherever they are written
-            if spec.action == "options" and spec.options is not None:
-                o = spec.options
-                if o.charset is not None or o.collation is not None:
-                    resolved = resolve_charset(o.charset, o.collation, None)
-                    assert resolved is not None
-                    w.charset, w.collation = resolved
         for spec in sorted(st.specs, key=_alter_order):
             if spec.action == "rename_table":
                 assert spec.table is not None

@@ -110,6 +110,16 @@ class _Idx:
     without_overlaps: bool = False
 
 
+def table_charset(info: TableInfo, meta: TableMeta) -> tuple[str, str]:
+    """The table's default (charset, collation): what a column added without its own gets."""
+    cs = info.charset or SERVER_CHARSET
+    if meta.collation:
+        return cs, meta.collation
+    resolved = resolve_charset(cs, None, None)
+    assert resolved is not None
+    return cs, resolved[1]
+
+
 class WorkingTable:
     """A mutable table while a statement is applied."""
 
@@ -127,8 +137,7 @@ class WorkingTable:
 
     @classmethod
     def of(cls, info: TableInfo, meta: TableMeta) -> WorkingTable:
-        cs = info.charset or SERVER_CHARSET
-        w = cls(info.schema, info.table, cs, meta.collation or resolve_charset(cs, None)[1], info.partitioned)  # type: ignore[index]
+        w = cls(info.schema, info.table, *table_charset(info, meta), info.partitioned)
         w.periods = dict(meta.periods)
         w.columns = list(info.columns)
         for ix in info.indexes:

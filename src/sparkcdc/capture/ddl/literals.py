@@ -10,17 +10,18 @@ statement text alone does not say it. A downstream that runs the text (the MySQL
 of canal-json's DDL, anyone's) connects in UTF-8 and would create ``'a'`` instead.
 
 ``pin_connection_literals`` rewrites those literals as hex literals of the bytes the upstream
-stored, in the one place every reader of a QUERY event's text goes through (the transaction
-stream), so the catalog, the schema history and every sink see one statement that means the same
-in any session. Only literals whose bytes differ from their UTF-8 bytes are rewritten: under a
-UTF-8 connection, or for ASCII text under an ASCII-compatible one, the text is left as it is.
-
-Columns whose charset the statement itself does not decide (an ``ALTER TABLE`` column without
-``CHARACTER SET`` in a table whose default is binary) are not rewritten; an ENUM among them fails
-capture by name when its first row does not match (``codec.values.enum_index``).
+stored. The batch planner calls it for each DDL statement, with the catalog as it stands before the
+statement, before the statement reaches the catalog, the schema history and every sink: they all
+see one statement that means the same in any session. The catalog says the charset of a column
+that names none (the table's default, or the database's for a new table: an ``ALTER TABLE ADD
+COLUMN e ENUM('é')`` in a table whose default charset is binary is a binary ENUM). Only literals
+whose bytes differ from their UTF-8 bytes are rewritten: under a UTF-8 connection, or for ASCII
+text under an ASCII-compatible one, the text is left as it is.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from sparkcdc.capture.charsets import charset_codec
 from sparkcdc.capture.ddl.charsets import SERVER_CHARSET, SERVER_COLLATION, resolve_charset
@@ -37,14 +38,23 @@ _EXPRESSION_DEFAULT = frozenset({"tinyblob", "blob", "mediumblob", "longblob"})
 its bytes are the text's UTF-8 bytes whatever the connection charset."""
 
 
-def pin_connection_literals(sql: str, connection_charset: str | None) -> str:
+ColumnCharset = Callable[[CreateTable | AlterTable], tuple[str, str] | None]
+"""The (charset, collation) a column of the statement gets when it names none, None when unknown
+(``SchemaCatalog.column_charset``)."""
+
+
+def pin_connection_literals(
+    sql: str, connection_charset: str | None, column_charset: ColumnCharset | None = None
+) -> str:
     """``sql`` with the string literals of its binary columns written as hex literals of the bytes
     ``connection_charset`` gives them (``sql`` itself when none differs from its UTF-8 bytes).
 
     ``connection_charset``: the charset of the session's ``collation_connection`` (None: unknown,
-    read as UTF-8; under a binary one, literals keep the client charset's bytes: pass that). A
-    statement the DDL parser cannot read is returned unchanged: applying it raises the parser's
-    error with its position.
+    read as UTF-8; under a binary one, literals keep the client charset's bytes: pass that).
+    ``column_charset``: what a column that names no charset gets; without it, or when it does not
+    know, a ``CREATE TABLE``'s own table options or the server's default decide, and such a column of
+    an ``ALTER TABLE`` counts as text. A statement the DDL parser cannot read is returned
+    unchanged: applying it raises the parser's error with its position.
     """
     if connection_charset is None or connection_charset.lower() in _AS_WRITTEN:
         return sql
@@ -54,11 +64,15 @@ def pin_connection_literals(sql: str, connection_charset: str | None) -> str:
         st = parse_statement(sql)
     except SchemaError:
         return sql
+    table = (
+        column_charset(st)
+        if column_charset is not None and isinstance(st, (CreateTable, AlterTable))
+        else None
+    )
     if isinstance(st, CreateTable):
-        table = resolve_charset(st.options.charset, st.options.collation, None)
+        table = table or resolve_charset(st.options.charset, st.options.collation, None)
         columns = st.columns
     elif isinstance(st, AlterTable):
-        table = None
         columns = [c for spec in st.specs for c in ([spec.column] if spec.column else []) + spec.columns]
     else:
         return sql
@@ -74,8 +88,8 @@ def pin_connection_literals(sql: str, connection_charset: str | None) -> str:
 
 
 def _is_binary(cdef: ColumnDef, table: tuple[str, str] | None) -> bool:
-    """Whether the column stores bytes; a column whose charset comes from the table's unknown
-    default counts as text."""
+    """Whether the column stores bytes; a column whose charset comes from an unknown table default
+    counts as text."""
     try:
         col = build_column(cdef, table or (SERVER_CHARSET, SERVER_COLLATION))
     except (SchemaError, DecodeError):

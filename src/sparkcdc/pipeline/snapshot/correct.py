@@ -117,9 +117,10 @@ def _catalog_copy(job: SnapshotJob) -> Any:
 
 
 def _check_ddl(cat: Any, txn: Any, snap: set[tuple[str, str]]) -> None:
-    for default_schema, query, _mode in txn.queries:
+    for q in txn.queries:
+        query = q.query
         try:
-            events = cat.apply_ddl(query, default_schema or None, txn.ts)
+            events = cat.apply_ddl(query, q.schema or None, txn.ts)
         except SchemaError as exc:
             log.warning("snapshot: cannot follow DDL %r during the snapshot: %s", query, exc.message)
             continue

@@ -3,9 +3,12 @@
 Usage (from the repository root)::
 
     .venv/bin/python bench/density/idle_cost.py [--idle 60] [--variant '--trigger-interval "1 second"']
+                                                [--baseline-src OTHER_CHECKOUT/src]
 
 One upstream MariaDB, then for each variant (the default ``sparkcdc run`` first, the baseline,
-then each ``--variant``, whose words are added to the command line) a ``sparkcdc run`` to a CSV
+then each ``--variant``, whose words are added to the command line; with ``--baseline-src`` the
+baseline is the default run with the package imported from another checkout's ``src``, e.g. the
+commit before a change, and this checkout's default run comes second) a ``sparkcdc run`` to a CSV
 storage sink: after its first checkpoint and a settling pause, the CPU time (user + system, from
 ``/proc``, so a loaded machine changes the figures little) each process of its tree and the
 upstream's mariadbd used over ``--idle`` seconds of a quiet upstream, in % of one core, the
@@ -61,7 +64,9 @@ def cpu_times(procs: list[psutil.Process]) -> dict[tuple[int, str], float]:
     return out
 
 
-def measure(up: LocalMariaDB, words: list[str], idle: float, work: Path) -> dict[str, float]:
+def measure(
+    up: LocalMariaDB, words: list[str], idle: float, work: Path, src: str | None = None
+) -> dict[str, float]:
     """Run one changefeed, wait for its first checkpoint, then the CPU per role over ``idle`` s."""
     out = Path(tempfile.mkdtemp(prefix="idle-", dir=work))
     log = open(out / "run.log", "w")
@@ -80,7 +85,14 @@ def measure(up: LocalMariaDB, words: list[str], idle: float, work: Path) -> dict
         str(out / "data"),
         *words,
     ]
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+    env = None
+    if src is not None:
+        # before the installed package on sys.path, in the driver and in every Python process Spark starts
+        env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join([src, *filter(None, [os.environ.get("PYTHONPATH")])]),
+        }
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
     try:
         checkpoint = out / "data" / "idle" / "checkpoint.json"
 
@@ -120,7 +132,22 @@ def main(argv: list[str] | None = None) -> int:
         default=[],
         help="words added to `sparkcdc run` (split as a shell does), measured after the default",
     )
+    ap.add_argument(
+        "--baseline-src",
+        default=None,
+        help="another checkout's src folder: the baseline is the default run importing sparkcdc from it",
+    )
     args = ap.parse_args(argv)
+    runs: list[tuple[str, list[str], str | None]] = []
+    if args.baseline_src:
+        src = str(Path(args.baseline_src).resolve())
+        if not (Path(src) / "sparkcdc" / "__init__.py").exists():
+            ap.error(
+                f"--baseline-src {args.baseline_src!r}: no sparkcdc package there (give a checkout's src)"
+            )
+        runs.append((f"default, sparkcdc from {src} (baseline)", [], src))
+    runs.append(("default" if runs else "default (baseline)", [], None))
+    runs += [(v, shlex.split(v), None) for v in args.variant]
     work = Path(tempfile.mkdtemp(prefix="sparkcdc-idle-cost-"))
     with LocalMariaDB() as up:
         conn = up.connect(None)
@@ -131,12 +158,11 @@ def main(argv: list[str] | None = None) -> int:
         conn.commit()
         conn.close()
         base = 0.0
-        for words in [[], *(shlex.split(v) for v in args.variant)]:
+        for label, words, src_dir in runs:
             load = os.getloadavg()[0]
-            by_role = measure(up, words, args.idle, work)
+            by_role = measure(up, words, args.idle, work, src_dir)
             total = sum(by_role.values())
             base = base or total
-            label = " ".join(words) or "default (baseline)"
             print(
                 f"{label}: {total:.1f} % of a core over {args.idle:.0f} s idle, {total / base:.2f}x the "
                 f"baseline; load {load:.2f} -> {os.getloadavg()[0]:.2f}",

@@ -3,7 +3,8 @@
 `sparkcdc run` to a file:// CSV sink (with commit-ts): after a few rows the upstream goes
 quiet, and the changefeed's checkpoint (``checkpoint.json``, what the server reports), the
 sink's ``metadata`` and `cli tso query`'s ts all meet; an open transaction holds the
-checkpoint back until it commits and its row comes above it; a kill -9 while idle and a
+checkpoint back until it commits and its row comes above it; an idle changefeed runs no Spark
+batch (the driver raises its chain state: ``pipeline/marks.py``); a kill -9 while idle and a
 restart from an earlier Spark checkpoint give every row the commit_ts it had before. The
 last test checks the canal-json ``TIDB_WATERMARK`` of an idle Kafka changefeed.
 """
@@ -22,7 +23,9 @@ from typing import Any
 
 import pytest
 
+from sparkcdc.capture.offset import Offset
 from sparkcdc.model.ts import physical_ms
+from sparkcdc.pipeline.marks import read_marks
 from sparkcdc.services.mariadb import LocalMariaDB
 from sparkcdc.services.tansu import LocalTansu
 from sparkcdc.sink.storage.sink import METADATA_MIN_INTERVAL
@@ -211,7 +214,7 @@ def test_kill9_while_idle_then_restart_gives_identical_values(mariadb: LocalMari
         assert ts4 > before_4, "a row came at or below a checkpoint already published"
         # Idle again for a while, then kill -9.
         wait_for(
-            lambda: physical_ms(cf.checkpoint()) > physical_ms(ts4) + 2000, 30, "idle batches after row 4"
+            lambda: physical_ms(cf.checkpoint()) > physical_ms(ts4) + 2000, 30, "idle marks after row 4"
         )
     finally:
         run1.kill9()
@@ -220,18 +223,19 @@ def test_kill9_while_idle_then_restart_gives_identical_values(mariadb: LocalMari
     offsets = cf.spark_batches("offsets")
     ends = {b: json.loads(text.splitlines()[2]) for b, text in offsets.items()}
     batch4 = min(b for b, end in ends.items() if end.get("segments", 0) > 0 and int(end["ts"]) >= ts4)
-    assert ends[batch4 - 1].get("segments") == 0, "row 4's batch did not follow a resolved batch"
-    assert ts4 == int(ends[batch4 - 1]["ts"]) + 1, (
-        "row 4's commit_ts did not come from the raised chain state"
-    )
+    # While idle no batch ran: the driver raised the chain state beside Spark's log instead.
+    assert max(ends) == batch4, f"batches after row 4's: {sorted(ends)[batch4:]}"
+    assert all(end.get("segments", 0) > 0 for end in ends.values()), "a batch without transactions ran"
+    marks = read_marks(str(cf.data_dir / cf.name / "spark"))
+    start4 = marks.raise_start(Offset.from_json(ends[batch4 - 1]))
+    assert ts4 == start4.ts + 1, "row 4's commit_ts did not come from the raised chain state"
+    resolved_at_kill = marks.raise_start(Offset.from_json(ends[batch4])).ts
+    assert resolved_at_kill >= killed["checkpoint"] > ts4
 
-    # The last batch is a resolved one; the restart runs it again as if the crash came after its sink
-    # commit and before Spark's commit log (where kill -9 lands when it hits a batch).
-    last = max(ends)
-    assert ends[last].get("segments") == 0 and last > batch4
-    (cf.data_dir / cf.name / "spark" / "commits" / str(last)).unlink(missing_ok=True)
-    resolved_at_kill = int(ends[last]["ts"])
-    assert resolved_at_kill >= killed["checkpoint"]
+    # The restart runs row 4's batch again, as if the crash came after its sink commit and before
+    # Spark's commit log (where kill -9 lands when it hits a batch): from the chain state raised
+    # at its start, so row 4 gets the commit_ts it had.
+    (cf.data_dir / cf.name / "spark" / "commits" / str(batch4)).unlink()
 
     # While it is down: another old-header row and an ordinary one.
     _insert_old_header(mariadb, schema, 5)

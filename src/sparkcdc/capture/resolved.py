@@ -82,6 +82,10 @@ class UpstreamClock:
         """Whether a reading now could give a larger bound than the last one."""
         return self._monotonic() >= self._next_at
 
+    def until_due(self) -> float:
+        """Seconds until ``due`` (0 when it is)."""
+        return max(0.0, self._next_at - self._monotonic())
+
     def resolved_bound(self) -> int | None:
         """Read the clock and the open transactions now: the bound, or None if the upstream cannot tell."""
         try:
@@ -106,6 +110,11 @@ class UpstreamClock:
         self._warned = False
         self._next_at = self._monotonic() + until_next_bound(now_us)
         return resolved_bound(now_us, oldest)
+
+    @property
+    def no_head(self) -> bool:
+        """The upstream refused ``SHOW MASTER STATUS`` (a missing privilege): no head is read."""
+        return self._no_head
 
     def binlog_head(self) -> tuple[str, int] | None:
         """The binlog's end now (``SHOW MASTER STATUS`` over the kept connection), None when the

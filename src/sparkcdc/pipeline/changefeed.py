@@ -19,10 +19,11 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sparkcdc.capture.offset import Offset
+from sparkcdc.capture.resolved import UpstreamClock
 from sparkcdc.capture.upstream import UpstreamConfig, check_upstream
 from sparkcdc.config.uri import redact_uri
 from sparkcdc.errors import SparkCdcError
@@ -30,6 +31,7 @@ from sparkcdc.event_filter import rule_specs
 from sparkcdc.filter import changefeed_filter
 from sparkcdc.model.ts import physical_ms
 from sparkcdc.pipeline.backlog import BacklogProbe, backlog_of
+from sparkcdc.pipeline.marks import Marks
 from sparkcdc.pipeline.plan import SourceSpec
 from sparkcdc.pipeline.resume import drop_stale_spark_log
 from sparkcdc.pipeline.source import SEGMENTS_DIR_OPTION
@@ -127,6 +129,14 @@ class RunningChangefeed:
         """Also records a batch about to be written (``save_planned``) where the next owner starts."""
         self.give_back_start_slot: Callable[[], None] = lambda: None
         """Gives back the start slot the query holds until its first batch (``_StartSlots``)."""
+        self.marks: Marks | None = None
+        """Shared with the source's planner: set when this driver raises the chain state of an idle
+        changefeed itself (``marks.py``, ``mark``)."""
+        self._clock: UpstreamClock | None = None
+        self._mark_lock = threading.Lock()
+        """Held by a mark while it publishes, and by ``stop`` while it closes the sink."""
+        self._last_batch = 0
+        self._mark_failing = False
         self._load_checkpoint()
         self.run_start: Offset = self.last_end
         """Where this run's query starts reading: the backlog counts from here."""
@@ -179,9 +189,64 @@ class RunningChangefeed:
         if self.on_planned is not None:
             self.on_planned(planned)
 
+    def use_marks(self, directory: str) -> None:
+        """Raise this changefeed's chain state while idle from the driver (``mark``), in the marks
+        file of ``directory``, which the source's planner reads (``SourceSpec.marks_dir``)."""
+        self.marks = Marks(directory)
+        self._clock = UpstreamClock(self.up)
+
+    def mark(self) -> bool:
+        """Raise an idle changefeed's chain state to the upstream's resolved bound and have the sink
+        publish it, without a batch (``marks.py``); whether it did.
+
+        Only where the planner's last scan found nothing: at the end of the last committed batch (no
+        batch is planned and unwritten), with the binlog head, read after the clock, still where
+        that scan started from (nothing committed since). Under the marks lock throughout, so no
+        plan is made between the reading and the publishing; the raised state is durable (the
+        marks file, ``checkpoint.json``, the meta database) before the sink publishes it.
+        """
+        marks, clock = self.marks, self._clock
+        if marks is None or clock is None or not clock.due():
+            return False
+        with self._mark_lock:
+            if self._stopped.is_set():
+                return False
+            with marks.locked() as state:
+                with self._lock:
+                    end, batch = self.last_end, self._last_batch
+                quiet = state.quiet
+                if quiet is None or not quiet.at(end):
+                    return False
+                resolved = clock.resolved_bound()
+                if resolved is None or clock.binlog_head() != quiet.head:
+                    return False
+                target = self.spec.target_ts
+                if target is not None:
+                    resolved = min(resolved, target)
+                if resolved <= end.ts:
+                    return False
+                raised = replace(end, ts=resolved)
+                state.add_raised(raised)
+                marks.flush(state)
+                self.save_resolved(BatchResult(batch, resolved, raised.to_json(), 0, 0, 0.0))
+                try:
+                    self.sink.commit(batch, [], resolved)
+                except SparkCdcError as err:
+                    # the next batch meets the sink's failure and stops the query with it
+                    if not self._mark_failing:
+                        log.warning("the sink did not take checkpoint %d: %s", resolved, err.message)
+                    self._mark_failing = True
+                    return False
+                self._mark_failing = False
+        if target is not None and resolved >= target:
+            self._finished.set()
+        self._report()
+        return True
+
     def on_commit(self, res: BatchResult) -> None:
         """Called by the batch writer once a batch is durable in the sink."""
         with self._lock:
+            self._last_batch = res.batch_id
             self.checkpoint_ts = max(self.checkpoint_ts, res.checkpoint_ts)
             self.last_end = Offset.from_json(res.end)
             self.rows_total += res.rows
@@ -288,10 +353,34 @@ class RunningChangefeed:
                 log.warning("progress probe failed: %s", err.message)
             self._report()
 
+    def _mark_loop(self) -> None:
+        """Marks while the query runs: when the clock can give a larger bound, else every
+        ``MARK_POLL_S`` (the stream is busy, or the planner has not scanned the head yet)."""
+        clock = self._clock
+        assert clock is not None
+        wait = MARK_POLL_S
+        try:
+            while not self._stopped.wait(wait):
+                if self.query is not None and not self.query.isActive:
+                    break
+                try:
+                    self.mark()
+                except SparkCdcError as err:
+                    log.warning("resolved mark failed: %s", err.message)
+                wait = min(max(clock.until_due(), MARK_POLL_S), 1.0)
+        finally:
+            clock.close()
+            if self.marks is not None:
+                self.marks.close()
+
     def start_monitor(self) -> None:
         threading.Thread(
             target=self._monitor, name=f"sparkcdc-monitor-{self.spec.changefeed_id}", daemon=True
         ).start()
+        if self.marks is not None:
+            threading.Thread(
+                target=self._mark_loop, name=f"sparkcdc-marks-{self.spec.changefeed_id}", daemon=True
+            ).start()
 
     def finished(self) -> bool:
         """True once the checkpoint reached target-ts."""
@@ -336,12 +425,16 @@ class RunningChangefeed:
             except Exception:  # stopping a failed query may raise again; it is stopped either way
                 log.debug("query.stop raised", exc_info=True)
         try:
-            self.sink.close()
+            with self._mark_lock:  # no mark is publishing
+                self.sink.close()
         finally:
             if self.segments_dir:
                 shutil.rmtree(self.segments_dir, ignore_errors=True)
             self._report()
 
+
+MARK_POLL_S = 0.2
+"""How often the marker looks again while it cannot mark (the stream is busy)."""
 
 QUERY_START_CAP_S = 30.0
 """How long a starting query holds its start slot at most when no first batch comes."""
@@ -538,7 +631,10 @@ def start_changefeed(
         bootstrap_ts=bootstrap_ts,
         bootstrap_pos=bootstrap_pos,
         first_batch=_planned_from(state, running.last_end),
+        # the driver raises an idle changefeed's chain state itself, beside Spark's offset log
+        marks_dir=spark_checkpoint,
     )
+    running.use_marks(spark_checkpoint)
     # A sink that orders parallel segments itself gets segments: each task decodes and writes one.
     # Sinks that take whole segments get them: the writer task decodes its segment itself.
     mode = "rows" if caps.segments == "rows" else "segments"

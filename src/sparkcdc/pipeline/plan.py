@@ -13,7 +13,9 @@ position with a larger chain state (``segments = 0``), the resolved ts of
 ``capture.resolved`` (at most once per upstream second) or target-ts. Sinks commit it
 like any batch, so the checkpoint of an idle changefeed follows the upstream clock, and
 the raised chain state in Spark's offset log and ``checkpoint.json`` gives every later
-transaction a larger commit_ts on a replay too.
+transaction a larger commit_ts on a replay too. With ``SourceSpec.marks_dir`` the driver raises
+the chain state of an idle changefeed itself, without a batch (``marks.py``): the planner then
+plans from the raised state and makes no resolved batch but the one to target-ts.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from sparkcdc.capture.upstream import UpstreamConfig
 from sparkcdc.event_filter import EventFilter
 from sparkcdc.filter import TableFilter, changefeed_filter
 from sparkcdc.model import DDLEvent, TableInfo
+from sparkcdc.pipeline.marks import Marks, MarkState, Quiet
 from sparkcdc.pipeline.serde import ddl_from_dict, ddl_to_dict
 from sparkcdc.pipeline.start import after_bootstrap
 
@@ -67,6 +70,9 @@ class SourceSpec:
     bootstrap_pos: list[Any] | None = None
     """``[file, pos]`` of the binlog end when the history was loaded; when set, it decides instead of
     ``bootstrap_ts``: DDLs that end at or before it are already reflected in the history."""
+    marks_dir: str = ""
+    """The directory of the file the driver raises an idle changefeed's chain state in (``marks.py``);
+    empty: the planner makes resolved batches itself."""
     first_batch: dict[str, Any] | None = None
     """``{"start", "end"}`` of a batch with rows an earlier run planned from this changefeed's start
     and may have published without committing (``planned.json``): the first batch ends where that
@@ -184,27 +190,43 @@ class Planner:
         )
         """The earlier run's batch: every plan from its start ends where it did (Spark may ask for the
         batch after a start more than once before it runs one)."""
+        self.marks = Marks(spec.marks_dir) if spec.marks_dir else None
+        """Shared with the driver, which raises an idle changefeed's chain state (``marks.py``)."""
 
     def _catalog_for(self, start: Offset) -> Any:
-        if self._catalog is None or self._catalog_at != start:
+        # one position, one catalog: a raised chain state there has no DDL before it
+        if self._catalog is None or self._catalog_at is None or self._catalog_at.key() != start.key():
             self._catalog = self.history.catalog_at(start.ts)
             self._catalog_at = start
         return self._catalog
 
     def next_batch(self, start: Offset) -> BatchPlan | None:
         """Plan the batch after ``start``; None when there is nothing new."""
+        if self.marks is None or self.clock.no_head:
+            # without the binlog head the driver cannot tell an idle stream: resolved batches here
+            return self._next_batch(start, None)
+        with self.marks.locked() as marks:
+            return self._next_batch(marks.raise_start(start), marks)
+
+    def _next_batch(self, start: Offset, marks: MarkState | None) -> BatchPlan | None:
         target = self.spec.target_ts
         if target is not None and start.ts >= target:
             return None
         # The clock is read before the scan: a transaction the scan misses was not committed
-        # when the clock was read (capture/resolved.py). Only an idle stream asks for it.
-        resolved = self.clock.resolved_bound() if self._idle and self.clock.due() else None
+        # when the clock was read (capture/resolved.py). Only an idle stream asks for it, and only
+        # when the driver does not raise its chain state itself.
+        ask = marks is None and self._idle and self.clock.due()
+        resolved = self.clock.resolved_bound() if ask else None
         self._idle = False
         # Read after the clock as well: when the binlog still ends where the last scan from this
         # start found nothing, nothing committed since, and no scan (a binlog dump) is needed.
         head = self.clock.binlog_head()
+        if marks is not None:
+            marks.quiet = None  # set again below when this start is still quiet
         if head is not None and self._quiet == (start.file, start.pos, head):
             self._idle = True
+            if marks is not None:
+                marks.quiet = Quiet(start.file, start.pos, head)
             return self._resolved_batch(start, resolved)
         cat = self._catalog_for(start)
         txns: list[TxnInfo] = []
@@ -238,6 +260,8 @@ class Planner:
             self._idle = True
             if head is not None:
                 self._quiet = (start.file, start.pos, head)
+                if marks is not None:
+                    marks.quiet = Quiet(start.file, start.pos, head)
             return self._resolved_batch(start, resolved)
         plan = self._dml_batch(start, txns, cat)
         self._catalog_at = plan.end
@@ -395,6 +419,10 @@ class Planner:
     def plan(self, start_d: dict[str, Any], end_d: dict[str, Any]) -> BatchPlan:
         """The plan of a batch Spark already fixed (recomputed after a restart)."""
         start, end = offset_of(start_d), offset_of(end_d)
+        if self.marks is not None:
+            # planned from the raised chain state (no mark moves a start while its batch is planned)
+            with self.marks.locked() as marks:
+                start = marks.raise_start(start)
         cached = self._plans.get((start, end))
         if cached is not None:
             return cached

@@ -93,7 +93,10 @@ def checkpoint_evidence(saved: dict[str, Any] | None, source: str) -> Evidence |
 
 
 def spark_log_end(spark_checkpoint: str) -> Evidence | None:
-    """The end of the last batch in a local Spark offset log (None without one)."""
+    """The end of the last batch in a local Spark offset log (None without one), with the chain state
+    the driver raised there since (``marks.py``): the planner starts from that."""
+    from sparkcdc.pipeline.marks import read_marks
+
     folder = os.path.join(spark_checkpoint, "offsets")
     try:
         batches = [int(n) for n in os.listdir(folder) if n.isdigit()]
@@ -107,6 +110,7 @@ def spark_log_end(spark_checkpoint: str) -> Evidence | None:
             off = Offset.from_json(end)
         except (OSError, IndexError, ValueError, KeyError, TypeError):
             continue  # a half-written last entry: Spark ignores it too
+        off = read_marks(spark_checkpoint).raise_start(off)
         return Evidence(f"Spark's offset log (batch {batch})", off.to_json(), off.ts)
     return None
 

@@ -1,0 +1,150 @@
+"""Resolved marks from the driver: an idle changefeed's checkpoint follows the clock without a batch.
+
+While the upstream is idle, a batch without transactions only raises the chain state at the
+batch start to the upstream's resolved bound, and the sink publishes that as its checkpoint
+(``plan.py``). As a Spark micro-batch it cost about two thirds of an idle changefeed's CPU (offset
+and commit logs, planning, listeners: ``bench/density/idle_cost.py``). Here the driver does the
+same without Spark: ``RunningChangefeed``'s marker thread reads the clock, then the binlog head,
+and when nothing was committed after the last batch's end it raises the chain state there, saves
+it (this file, then ``checkpoint.json`` and the meta database) and has the sink publish it.
+
+The planner runs in another process (the source's Python runner) and must see the raised state:
+a plan from the lower chain state would give a transaction with an older binlog header a
+commit_ts below the published checkpoint. So the two share a file beside Spark's offset log,
+under one lock (``fcntl.flock``; both run on the driver's host):
+
+- ``raised``: the offsets whose chain state the driver raised, the newest of each of the last
+  ``KEEP_RAISED`` positions. The planner plans from Spark's start raised to the one at the same
+  position, and so does a replay of a batch after a restart (the file lives with the offset log,
+  and ``resume.spark_log_end`` reads it too).
+- ``quiet``: the planner's last scan that found nothing: its start and the binlog head read
+  before it. The driver raises only at that start, when it is the last committed batch's end
+  (no batch is planned and unwritten) and the head is still there (nothing committed since).
+
+Planning and a mark each hold the lock throughout, so a plan never interleaves with a mark.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from sparkcdc.capture.offset import Offset
+
+MARKS_FILE = "sparkcdc-marks.json"
+LOCK_FILE = "sparkcdc-marks.lock"
+KEEP_RAISED = 8
+"""Positions whose raised chain state the file keeps: a replay plans a batch from its start again."""
+
+
+@dataclass
+class Quiet:
+    """A scan from ``start`` found nothing up to ``head``, the binlog's end read before it."""
+
+    file: str
+    pos: int
+    head: tuple[str, int]
+
+    def at(self, end: Offset) -> bool:
+        """Whether the scan started at ``end``'s position."""
+        return (self.file, self.pos) == (end.file, end.pos)
+
+
+@dataclass
+class MarkState:
+    """The shared state, read under the lock; changes are written when the lock is released."""
+
+    raised: list[Offset] = field(default_factory=list)
+    """Oldest first, one per position."""
+    quiet: Quiet | None = None
+
+    def raise_start(self, start: Offset) -> Offset:
+        """``start`` with the raised chain state when the driver raised it at the same position."""
+        for r in self.raised:
+            if (r.file, r.pos) == (start.file, start.pos) and r.ts > start.ts:
+                return replace(start, ts=r.ts)
+        return start
+
+    def add_raised(self, end: Offset) -> None:
+        """Record a raised chain state (replacing an older one at its position)."""
+        kept = [r for r in self.raised if (r.file, r.pos) != (end.file, end.pos)]
+        self.raised = [*kept, end][-KEEP_RAISED:]
+
+    def to_json(self) -> dict[str, Any]:
+        q = self.quiet
+        return {
+            "raised": [r.to_json() for r in self.raised],
+            "quiet": [q.file, q.pos, q.head[0], q.head[1]] if q is not None else None,
+        }
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> MarkState:
+        q = d.get("quiet")
+        return cls(
+            [Offset.from_json(r) for r in d.get("raised") or []],
+            Quiet(str(q[0]), int(q[1]), (str(q[2]), int(q[3]))) if q else None,
+        )
+
+
+def read_marks(directory: str) -> MarkState:
+    """The state in ``directory`` without the lock (a start reads it before any query runs)."""
+    try:
+        with open(os.path.join(directory, MARKS_FILE), encoding="utf-8") as f:
+            return MarkState.from_json(json.load(f))
+    except FileNotFoundError:
+        return MarkState()
+    except (OSError, ValueError, KeyError, TypeError, IndexError):
+        return MarkState()  # a half-written file: nothing was published from it (written first)
+
+
+class Marks:
+    """The shared file of one changefeed's Spark checkpoint directory, opened by either process."""
+
+    def __init__(self, directory: str) -> None:
+        self.directory = directory
+        self._fd: int | None = None
+        self._on_disk: dict[str, Any] | None = None
+        """What the file holds, as this process last read or wrote it under the lock."""
+
+    @contextmanager
+    def locked(self) -> Iterator[MarkState]:
+        """The state under the lock; what the caller changes in it is written before the lock goes
+        (``flush`` writes it at once)."""
+        if self._fd is None:
+            os.makedirs(self.directory, exist_ok=True)
+            self._fd = os.open(os.path.join(self.directory, LOCK_FILE), os.O_CREAT | os.O_RDWR, 0o644)
+        fcntl.flock(self._fd, fcntl.LOCK_EX)
+        try:
+            state = read_marks(self.directory)
+            self._on_disk = state.to_json()
+            yield state
+            self.flush(state)
+        finally:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+
+    def flush(self, state: MarkState) -> None:
+        """Write ``state`` now, durably, when it changed (only under ``locked``)."""
+        d = state.to_json()
+        if d != self._on_disk:
+            self._write(d)
+            self._on_disk = d
+
+    def _write(self, d: dict[str, Any]) -> None:
+        path = os.path.join(self.directory, MARKS_FILE)
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(d, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+
+    def close(self) -> None:
+        """Release the lock file (the next ``locked`` opens it again)."""
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)

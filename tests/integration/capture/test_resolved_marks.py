@@ -1,0 +1,193 @@
+"""Resolved marks from the driver (``pipeline/marks.py``): an idle changefeed's checkpoint follows the
+clock without a batch, and the chain state the driver raises orders later transactions above it in
+the planner of another process and on every replay.
+
+The planner and the driver's ``RunningChangefeed.mark`` run here without Spark, against a real
+upstream and a file storage sink, the way the source's runner and the driver share the marks file.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from sparkcdc.capture.offset import Offset
+from sparkcdc.capture.reader import RowReader, TableShapes
+from sparkcdc.capture.start import head_offset
+from sparkcdc.model import RowChange
+from sparkcdc.model.ts import physical_ms
+from sparkcdc.pipeline.changefeed import RunningChangefeed
+from sparkcdc.pipeline.marks import read_marks
+from sparkcdc.pipeline.plan import BatchPlan, Planner, SourceSpec
+from sparkcdc.pipeline.resume import spark_log_end
+from sparkcdc.pipeline.spec import ChangefeedSpec
+from sparkcdc.pipeline.writer import BatchResult
+from sparkcdc.services.common import wait_until
+from sparkcdc.services.mariadb import LocalMariaDB
+from sparkcdc.sink import create_sink
+
+from .helpers import upstream
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+
+
+class Driver:
+    """A changefeed's driver side without Spark: its ``RunningChangefeed`` and a storage sink."""
+
+    def __init__(self, db: LocalMariaDB, tmp_path: Path, start: Offset, target_ts: int | None = None) -> None:
+        self.marks_dir = str(tmp_path / "data" / "spark")
+        self.sink_dir = tmp_path / "sink"
+        spec = ChangefeedSpec(
+            "marks",
+            db.uri,
+            f"file://{self.sink_dir}?protocol=csv",
+            target_ts=target_ts,
+            checkpoint_dir=str(tmp_path / "data"),
+        )
+        sink = create_sink(spec.sink_uri, spec.config, spec.changefeed_id)
+        self.running = RunningChangefeed(spec, sink, upstream(db), start, None)
+        self.running.use_marks(self.marks_dir)
+        self.data = tmp_path / "data"
+
+    def mark(self, timeout: float = 5) -> None:
+        """Mark as the marker thread does, until the clock gives a larger bound."""
+        wait_until(self.running.mark, timeout=timeout, what="a resolved mark", interval=0.05)
+
+    def commit(self, plan: BatchPlan, batch_id: int) -> None:
+        """What the batch writer reports once the sink holds a batch."""
+        self.running.on_commit(BatchResult(batch_id, plan.end.ts, plan.end_json(), 1, 0, 0.0))
+
+    def checkpoint(self) -> dict[str, object]:
+        return dict(json.loads((self.data / "checkpoint.json").read_text()))
+
+    def metadata_ts(self) -> int:
+        return int(json.loads((self.sink_dir / "metadata").read_text())["checkpoint-ts"])
+
+
+def _planner(db: LocalMariaDB, tmp_path: Path, start: Offset, marks_dir: str) -> Planner:
+    spec = SourceSpec(
+        changefeed_id="marks",
+        upstream_uri=db.uri,
+        start=start.to_json(),
+        history_path=str(tmp_path / "schema_history.jsonl"),
+        marks_dir=marks_dir,
+    )
+    return Planner(spec)
+
+
+def _next_plan(planner: Planner, start: Offset, timeout: float = 10) -> BatchPlan:
+    return wait_until(lambda: planner.next_batch(start), timeout=timeout, what="a batch", interval=0.05)
+
+
+def _commit_ts(db: LocalMariaDB, plan: BatchPlan, schema: str) -> list[int]:
+    return [
+        ev.commit_ts
+        for ev in RowReader(upstream(db), plan.start, plan.end, shapes=TableShapes()).events()
+        if isinstance(ev, RowChange) and ev.schema == schema
+    ]
+
+
+def _old_insert(db: LocalMariaDB, schema: str, row_id: int) -> None:
+    """An INSERT whose binlog header second is a minute old (as a replica's applier writes them)."""
+    conn = db.connect(schema)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SET timestamp = UNIX_TIMESTAMP() - 60")
+            cur.execute(f"INSERT INTO t VALUES ({row_id})")
+    finally:
+        conn.close()
+
+
+def test_the_driver_raises_an_idle_chain_state_that_the_planner_and_a_replay_plan_from(
+    mariadb: LocalMariaDB, fresh_db: str, tmp_path: Path
+) -> None:
+    mariadb.execute(f"CREATE TABLE `{fresh_db}`.t (id INT PRIMARY KEY)")
+    start = head_offset(upstream(mariadb))
+    driver = Driver(mariadb, tmp_path, start)
+    planner = _planner(mariadb, tmp_path, start, driver.marks_dir)
+    try:
+        # Nothing was planned yet from the start: the driver does not know it is idle.
+        assert not driver.running.mark()
+        # Idle: no batch, and the planner records where its scan found nothing.
+        assert planner.next_batch(start) is None
+        quiet = read_marks(driver.marks_dir).quiet
+        assert quiet is not None and quiet.at(start)
+
+        # The driver raises the chain state there; durable before the sink publishes it.
+        driver.mark()
+        now_ms = time.time() * 1000
+        [raised] = read_marks(driver.marks_dir).raised
+        assert (raised.file, raised.pos) == (start.file, start.pos) and raised.ts > start.ts
+        assert now_ms - 2300 < physical_ms(raised.ts) < now_ms, "the mark is the last second, not older"
+        assert driver.checkpoint()["checkpoint_ts"] == raised.ts
+        assert driver.checkpoint()["end"] == raised.to_json()
+        assert driver.metadata_ts() == raised.ts
+        assert driver.running.checkpoint_ts == raised.ts
+        # It follows the clock: the next upstream second raises it again, at the same position.
+        first = raised
+        driver.mark()
+        [raised] = read_marks(driver.marks_dir).raised
+        assert physical_ms(raised.ts) >= physical_ms(first.ts) + 1000
+        assert (raised.file, raised.pos) == (first.file, first.pos)
+
+        # A transaction with a minute-old header: Spark asks from its own (lower) start; the plan
+        # starts from the raised state, and the row comes above the published checkpoint.
+        published = driver.running.checkpoint_ts
+        _old_insert(mariadb, fresh_db, 1)
+        plan = _next_plan(planner, start)
+        assert plan.segments and plan.start == raised
+        assert _commit_ts(mariadb, plan, fresh_db) == [raised.ts + 1]
+        assert raised.ts + 1 > published
+
+        # Planned and not committed: no mark, though the planner already found the head quiet after it.
+        assert planner.next_batch(plan.end) is None
+        assert not driver.running.mark()
+        driver.commit(plan, 0)
+        driver.mark()
+        marks = read_marks(driver.marks_dir)
+        assert [(r.file, r.pos) for r in marks.raised] == [
+            (start.file, start.pos),
+            (plan.end.file, plan.end.pos),
+        ]
+        after = marks.raise_start(plan.end)
+        assert after.ts > plan.end.ts == raised.ts + 1
+
+        # A replay of the batch after a restart (Spark's logged start, a new planner process):
+        # planned from the chain state raised at its start, so its row keeps its commit_ts.
+        again = _planner(mariadb, tmp_path, start, driver.marks_dir).plan(start.to_json(), plan.end_json())
+        assert again.start == raised
+        assert _commit_ts(mariadb, again, fresh_db) == [raised.ts + 1]
+
+        # A resume reads Spark's offset log raised by the marks: it is as new as checkpoint.json.
+        offsets = Path(driver.marks_dir) / "offsets"
+        offsets.mkdir()
+        (offsets / "0").write_text("v1\n{}\n" + json.dumps(plan.end_json()) + "\n")
+        logged = spark_log_end(driver.marks_dir)
+        assert logged is not None and Offset.from_json(logged.end) == after
+        assert driver.checkpoint()["end"] == after.to_json()
+    finally:
+        planner.clock.close()
+        driver.running.stop()
+
+
+def test_a_mark_stops_at_target_ts_and_finishes_the_changefeed(
+    mariadb: LocalMariaDB, fresh_db: str, tmp_path: Path
+) -> None:
+    mariadb.execute(f"CREATE TABLE `{fresh_db}`.t (id INT PRIMARY KEY)")
+    start = head_offset(upstream(mariadb))
+    target = start.ts + 5
+    driver = Driver(mariadb, tmp_path, start, target_ts=target)
+    planner = _planner(mariadb, tmp_path, start, driver.marks_dir)
+    try:
+        assert planner.next_batch(start) is None
+        driver.mark()
+        assert read_marks(driver.marks_dir).raised[-1].ts == target
+        assert driver.running.finished()
+        assert driver.metadata_ts() == target
+        assert planner.next_batch(start) is None, "nothing is planned past target-ts"
+    finally:
+        planner.clock.close()
+        driver.running.stop()

@@ -213,9 +213,7 @@ def test_kill9_while_idle_then_restart_gives_identical_values(mariadb: LocalMari
         [ts4] = wait_for(lambda: cf.commit_ts_by_id().get(4), 30, "row 4")
         assert ts4 > before_4, "a row came at or below a checkpoint already published"
         # Idle again for a while, then kill -9.
-        wait_for(
-            lambda: physical_ms(cf.checkpoint()) > physical_ms(ts4) + 2000, 30, "idle marks after row 4"
-        )
+        wait_for(lambda: physical_ms(cf.checkpoint()) > physical_ms(ts4) + 2000, 30, "idle marks after row 4")
     finally:
         run1.kill9()
     killed = {"checkpoint": cf.checkpoint(), "metadata": cf.metadata()}

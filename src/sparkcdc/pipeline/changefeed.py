@@ -136,7 +136,6 @@ class RunningChangefeed:
         self._mark_lock = threading.Lock()
         """Held by a mark while it publishes, and by ``stop`` while it closes the sink."""
         self._last_batch = 0
-        self._mark_failing = False
         self._load_checkpoint()
         self.run_start: Offset = self.last_end
         """Where this run's query starts reading: the backlog counts from here."""
@@ -229,15 +228,8 @@ class RunningChangefeed:
                 state.add_raised(raised)
                 marks.flush(state)
                 self.save_resolved(BatchResult(batch, resolved, raised.to_json(), 0, 0, 0.0))
-                try:
-                    self.sink.commit(batch, [], resolved)
-                except SparkCdcError as err:
-                    # the next batch meets the sink's failure and stops the query with it
-                    if not self._mark_failing:
-                        log.warning("the sink did not take checkpoint %d: %s", resolved, err.message)
-                    self._mark_failing = True
-                    return False
-                self._mark_failing = False
+                # a sink that fails here fails the next batch too, which stops the query with it
+                self.sink.commit(batch, [], resolved)
         if target is not None and resolved >= target:
             self._finished.set()
         self._report()
@@ -359,14 +351,19 @@ class RunningChangefeed:
         clock = self._clock
         assert clock is not None
         wait = MARK_POLL_S
+        failing = False
         try:
             while not self._stopped.wait(wait):
                 if self.query is not None and not self.query.isActive:
                     break
                 try:
                     self.mark()
-                except SparkCdcError as err:
-                    log.warning("resolved mark failed: %s", err.message)
+                    failing = False
+                except Exception as exc:  # the next mark tries again (the raise may be saved already)
+                    if not failing:
+                        msg = exc.message if isinstance(exc, SparkCdcError) else repr(exc)
+                        log.warning("an idle checkpoint mark failed (tried again each second): %s", msg)
+                    failing = True
                 wait = min(max(clock.until_due(), MARK_POLL_S), 1.0)
         finally:
             clock.close()

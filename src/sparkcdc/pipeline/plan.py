@@ -206,7 +206,10 @@ class Planner:
             # without the binlog head the driver cannot tell an idle stream: resolved batches here
             return self._next_batch(start, None)
         with self.marks.locked() as marks:
-            return self._next_batch(marks.raise_start(start), marks)
+            plan = self._next_batch(marks.raise_start(start), marks)
+            if plan is not None:
+                marks.quiet = None  # a batch is planned (to target-ts, say): the driver waits for it
+            return plan
 
     def _next_batch(self, start: Offset, marks: MarkState | None) -> BatchPlan | None:
         target = self.spec.target_ts

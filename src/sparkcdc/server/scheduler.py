@@ -422,11 +422,12 @@ class Scheduler:
     def _record_resolved(self, task: _Task, checkpoint_ts: int, end: dict[str, Any]) -> None:
         """Make a raised chain state durable in the meta database before the sink publishes it.
 
-        Called by the changefeed's batch writer (on the driver, in this process). The next owner
-        starts from the meta database's offset; a raise it lacked would give an old-header
-        transaction after it a commit_ts at or below a checkpoint the sink already published, and
-        consumers would drop it. Only the claim's owner writes: when the changefeed moved on, the
-        batch fails and its ts is never published.
+        Called by the changefeed's driver-side marks (``RunningChangefeed.mark``) and batch writer
+        (a resolved batch to target-ts), in this process. The next owner starts from the meta
+        database's offset; a raise it lacked would give an old-header transaction after it a
+        commit_ts at or below a checkpoint the sink already published, and consumers would drop
+        it. Only the claim's owner writes: when the changefeed moved on, the mark or the batch
+        fails and its ts is never published.
         """
 
         def values(row: ChangefeedInfo) -> dict[str, Any] | None:

@@ -21,7 +21,7 @@ from sparkcdc.model import RowChange
 from sparkcdc.model.ts import physical_ms
 from sparkcdc.pipeline.changefeed import RunningChangefeed
 from sparkcdc.pipeline.marks import read_marks
-from sparkcdc.pipeline.plan import BatchPlan, Planner, SourceSpec
+from sparkcdc.pipeline.plan import BatchPlan
 from sparkcdc.pipeline.resume import spark_log_end
 from sparkcdc.pipeline.spec import ChangefeedSpec
 from sparkcdc.pipeline.writer import BatchResult
@@ -29,7 +29,8 @@ from sparkcdc.services.common import wait_until
 from sparkcdc.services.mariadb import LocalMariaDB
 from sparkcdc.sink import create_sink
 
-from .helpers import upstream
+from .helpers import next_plan, old_insert, upstream
+from .helpers import planner as make_planner
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
@@ -67,21 +68,6 @@ class Driver:
         return int(json.loads((self.sink_dir / "metadata").read_text())["checkpoint-ts"])
 
 
-def _planner(db: LocalMariaDB, tmp_path: Path, start: Offset, marks_dir: str) -> Planner:
-    spec = SourceSpec(
-        changefeed_id="marks",
-        upstream_uri=db.uri,
-        start=start.to_json(),
-        history_path=str(tmp_path / "schema_history.jsonl"),
-        marks_dir=marks_dir,
-    )
-    return Planner(spec)
-
-
-def _next_plan(planner: Planner, start: Offset, timeout: float = 10) -> BatchPlan:
-    return wait_until(lambda: planner.next_batch(start), timeout=timeout, what="a batch", interval=0.05)
-
-
 def _commit_ts(db: LocalMariaDB, plan: BatchPlan, schema: str) -> list[int]:
     return [
         ev.commit_ts
@@ -90,24 +76,13 @@ def _commit_ts(db: LocalMariaDB, plan: BatchPlan, schema: str) -> list[int]:
     ]
 
 
-def _old_insert(db: LocalMariaDB, schema: str, row_id: int) -> None:
-    """An INSERT whose binlog header second is a minute old (as a replica's applier writes them)."""
-    conn = db.connect(schema)
-    try:
-        with conn.cursor() as cur:
-            cur.execute("SET timestamp = UNIX_TIMESTAMP() - 60")
-            cur.execute(f"INSERT INTO t VALUES ({row_id})")
-    finally:
-        conn.close()
-
-
 def test_the_driver_raises_an_idle_chain_state_that_the_planner_and_a_replay_plan_from(
     mariadb: LocalMariaDB, fresh_db: str, tmp_path: Path
 ) -> None:
     mariadb.execute(f"CREATE TABLE `{fresh_db}`.t (id INT PRIMARY KEY)")
     start = head_offset(upstream(mariadb))
     driver = Driver(mariadb, tmp_path, start)
-    planner = _planner(mariadb, tmp_path, start, driver.marks_dir)
+    planner = make_planner(mariadb, tmp_path, start, marks_dir=driver.marks_dir)
     try:
         # Nothing was planned yet from the start: the driver does not know it is idle.
         assert not driver.running.mark()
@@ -136,8 +111,8 @@ def test_the_driver_raises_an_idle_chain_state_that_the_planner_and_a_replay_pla
         # A transaction with a minute-old header: Spark asks from its own (lower) start; the plan
         # starts from the raised state, and the row comes above the published checkpoint.
         published = driver.running.checkpoint_ts
-        _old_insert(mariadb, fresh_db, 1)
-        plan = _next_plan(planner, start)
+        old_insert(mariadb, fresh_db, "(1)", 60)
+        plan = next_plan(planner, start)
         assert plan.segments and plan.start == raised
         assert _commit_ts(mariadb, plan, fresh_db) == [raised.ts + 1]
         assert raised.ts + 1 > published
@@ -157,7 +132,9 @@ def test_the_driver_raises_an_idle_chain_state_that_the_planner_and_a_replay_pla
 
         # A replay of the batch after a restart (Spark's logged start, a new planner process):
         # planned from the chain state raised at its start, so its row keeps its commit_ts.
-        again = _planner(mariadb, tmp_path, start, driver.marks_dir).plan(start.to_json(), plan.end_json())
+        again = make_planner(mariadb, tmp_path, start, marks_dir=driver.marks_dir).plan(
+            start.to_json(), plan.end_json()
+        )
         assert again.start == raised
         assert _commit_ts(mariadb, again, fresh_db) == [raised.ts + 1]
 
@@ -180,7 +157,7 @@ def test_a_mark_stops_at_target_ts_and_finishes_the_changefeed(
     start = head_offset(upstream(mariadb))
     target = start.ts + 5
     driver = Driver(mariadb, tmp_path, start, target_ts=target)
-    planner = _planner(mariadb, tmp_path, start, driver.marks_dir)
+    planner = make_planner(mariadb, tmp_path, start, marks_dir=driver.marks_dir)
     try:
         assert planner.next_batch(start) is None
         driver.mark()

@@ -17,29 +17,16 @@ from sparkcdc.capture.start import head_offset, offset_for_ts
 from sparkcdc.capture.upstream import UpstreamConfig, check_upstream
 from sparkcdc.model import RowChange
 from sparkcdc.model.ts import physical_ms
-from sparkcdc.pipeline.plan import BatchPlan, Planner, SourceSpec
+from sparkcdc.pipeline.plan import Planner, SourceSpec
 from sparkcdc.services.common import wait_until
 from sparkcdc.services.mariadb import LocalMariaDB
 
+from .helpers import next_plan as _next_plan
+from .helpers import old_insert as _old_insert
+from .helpers import planner as _planner
 from .helpers import upstream
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
-
-
-def _planner(db: LocalMariaDB, tmp_path: Path, start: Offset, target_ts: int | None = None) -> Planner:
-    spec = SourceSpec(
-        changefeed_id="resolved",
-        upstream_uri=db.uri,
-        start=start.to_json(),
-        history_path=str(tmp_path / "schema_history.jsonl"),
-        target_ts=target_ts,
-    )
-    return Planner(spec)
-
-
-def _next_plan(planner: Planner, start: Offset, timeout: float = 10) -> BatchPlan:
-    """Ask for the batch after ``start`` the way Spark's trigger does, until there is one."""
-    return wait_until(lambda: planner.next_batch(start), timeout=timeout, what="a batch", interval=0.05)
 
 
 def _rows(up: UpstreamConfig, start: Offset, end: Offset, schema: str) -> list[RowChange]:
@@ -48,17 +35,6 @@ def _rows(up: UpstreamConfig, start: Offset, end: Offset, schema: str) -> list[R
         for ev in RowReader(up, start, end, shapes=TableShapes()).events()
         if isinstance(ev, RowChange) and ev.schema == schema
     ]
-
-
-def _old_insert(db: LocalMariaDB, schema: str, values: str, seconds_ago: int) -> None:
-    """An INSERT whose binlog header second lies in the past (as a replica's applier writes them)."""
-    conn = db.connect(schema)
-    try:
-        with conn.cursor() as cur:
-            cur.execute(f"SET timestamp = UNIX_TIMESTAMP() - {seconds_ago}")
-            cur.execute(f"INSERT INTO t VALUES {values}")
-    finally:
-        conn.close()
 
 
 def test_an_idle_binlog_resolves_to_the_clock_about_once_a_second(

@@ -22,7 +22,8 @@ from sparkcdc.services.common import free_port, port_open, wait_until
 from sparkcdc.services.mariadb import LocalMariaDB
 from tests.integration.server.conftest import ServerProc
 
-from .test_slow_sink import _causes, _in_sink, _t
+from .server_feeds import create_changefeeds, in_csv_sink, log_causes, table_of
+from .server_feeds import states as server_states
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration, pytest.mark.spark]
 
@@ -82,29 +83,21 @@ def test_a_failing_sink_and_a_removal_leave_the_other_changefeeds_delivering(
     mariadb.execute(
         f"DROP DATABASE IF EXISTS {SCHEMA}",
         f"CREATE DATABASE {SCHEMA}",
-        *(f"CREATE TABLE {SCHEMA}.{_t(cf)} (id INT PRIMARY KEY, v VARCHAR(40))" for cf in (failing, *csv)),
+        *(
+            f"CREATE TABLE {SCHEMA}.{table_of(cf)} (id INT PRIMARY KEY, v VARCHAR(40))"
+            for cf in (failing, *csv)
+        ),
     )
     server = ServerProc(f"sqlite:///{tmp_path / 'meta.db'}", tmp_path, lease=10).start(timeout=120)
     try:
-        created: dict[str, int] = {}
-        with server.client() as c:
-            for cf in (failing, *csv):
-                sink = (
-                    f"http://127.0.0.1:{endpoint.port}/{cf}?protocol=canal-json&max-retries=1&backoff=100ms"
-                    if cf == failing
-                    else f"file://{tmp_path / cf}?protocol=csv"
-                )
-                body = {
-                    "changefeed_id": cf,
-                    "upstream_uri": mariadb.uri,
-                    "sink_uri": sink,
-                    "replica_config": {"filter": {"rules": [f"{SCHEMA}.{_t(cf)}"]}},
-                }
-                created[cf] = int(c.create_changefeed(body)["checkpoint_ts"])
+        sinks = {
+            failing: f"http://127.0.0.1:{endpoint.port}/{failing}?protocol=canal-json&max-retries=1&backoff=100ms"
+        }
+        sinks |= {cf: f"file://{tmp_path / cf}?protocol=csv" for cf in csv}
+        created = create_changefeeds(server, mariadb, SCHEMA, sinks)
 
         def states() -> dict[str, dict[str, Any]]:
-            with server.client() as c:
-                return {cf["id"]: cf for cf in c.list_changefeeds()["items"]}
+            return server_states(server)
 
         def running(cfs: tuple[str, ...]) -> bool:
             now = states()
@@ -117,21 +110,21 @@ def test_a_failing_sink_and_a_removal_leave_the_other_changefeeds_delivering(
             timeout=240,
             interval=1.0,
             what="4 changefeeds running",
-            on_timeout=lambda: _causes(server.log()),
+            on_timeout=lambda: log_causes(server.log()),
         )
 
         # the endpoint answers 500: the failing changefeed says so and retries; the others deliver
         endpoint.fail.set()
         for n in range(3):
             mariadb.execute(
-                *(f"INSERT INTO {SCHEMA}.{_t(cf)} VALUES ({n}, '{cf}-{n}')" for cf in (failing, *csv))
+                *(f"INSERT INTO {SCHEMA}.{table_of(cf)} VALUES ({n}, '{cf}-{n}')" for cf in (failing, *csv))
             )
             wait_until(
-                lambda n=n: all(_in_sink(tmp_path / cf, f"{cf}-{n}") for cf in csv),
+                lambda n=n: all(in_csv_sink(tmp_path / cf, f"{cf}-{n}") for cf in csv),
                 timeout=60,
                 interval=0.2,
                 what=f"row {n} in the CSV sinks while the HTTP sink fails",
-                on_timeout=lambda: _causes(server.log()),
+                on_timeout=lambda: log_causes(server.log()),
             )
 
         def reported() -> bool:
@@ -144,7 +137,7 @@ def test_a_failing_sink_and_a_removal_leave_the_other_changefeeds_delivering(
             timeout=120,
             interval=0.5,
             what="the failing changefeed to report the endpoint's 500",
-            on_timeout=lambda: f"{states()[failing]}\n{_causes(server.log())}",
+            on_timeout=lambda: f"{states()[failing]}\n{log_causes(server.log())}",
         )
         now = states()
         assert all(now[cf]["state"] == "normal" and not now[cf]["error"] for cf in csv), now
@@ -158,15 +151,15 @@ def test_a_failing_sink_and_a_removal_leave_the_other_changefeeds_delivering(
             timeout=60,
             interval=0.5,
             what="the removed changefeed gone from the server's list",
-            on_timeout=lambda: _causes(server.log()),
+            on_timeout=lambda: log_causes(server.log()),
         )
-        mariadb.execute(*(f"INSERT INTO {SCHEMA}.{_t(cf)} VALUES (10, '{cf}-after')" for cf in csv))
+        mariadb.execute(*(f"INSERT INTO {SCHEMA}.{table_of(cf)} VALUES (10, '{cf}-after')" for cf in csv))
         wait_until(
-            lambda: all(_in_sink(tmp_path / cf, f"{cf}-after") for cf in kept),
+            lambda: all(in_csv_sink(tmp_path / cf, f"{cf}-after") for cf in kept),
             timeout=60,
             interval=0.2,
             what="the rows after the removal in the sinks of the changefeeds left",
-            on_timeout=lambda: _causes(server.log()),
+            on_timeout=lambda: log_causes(server.log()),
         )
         # the kept changefeeds' checkpoints pass the row: by then the removed one, had it still
         # run, would have written it as well
@@ -177,7 +170,7 @@ def test_a_failing_sink_and_a_removal_leave_the_other_changefeeds_delivering(
             interval=0.5,
             what="the kept checkpoints moving on",
         )
-        assert not _in_sink(tmp_path / removed, f"{removed}-after")
-        assert all(_in_sink(tmp_path / removed, f"{removed}-{n}") for n in range(3))
+        assert not in_csv_sink(tmp_path / removed, f"{removed}-after")
+        assert all(in_csv_sink(tmp_path / removed, f"{removed}-{n}") for n in range(3))
     finally:
         server.stop()

@@ -13,7 +13,6 @@ Now a server has more slots than cores and a changefeed's share of them is cappe
 from __future__ import annotations
 
 import json
-import re
 import threading
 import time
 from collections.abc import Iterator
@@ -26,6 +25,9 @@ import pytest
 from sparkcdc.services.common import free_port, port_open, wait_until
 from sparkcdc.services.mariadb import LocalMariaDB
 from tests.integration.server.conftest import ServerProc
+
+from .server_feeds import create_changefeeds, in_csv_sink, log_causes, table_of
+from .server_feeds import states as server_states
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration, pytest.mark.spark]
 
@@ -106,29 +108,6 @@ def gate() -> Iterator[Gate]:
     g.stop()
 
 
-def _t(cf: str) -> str:
-    """The table changefeed ``cf`` captures."""
-    return cf.replace("-", "_")
-
-
-def _causes(log: str) -> str:
-    """What a failure needs from the server's log: each error line and the first lines of each
-    Python traceback and Java cause (a Spark stack trace is thousands of lines; its tail tells little)."""
-    keep: list[str] = []
-    lines = log.splitlines()
-    for i, line in enumerate(lines):
-        if " ERROR " in line or " WARNING " in line or line.startswith(("Caused by:", "Traceback")):
-            keep.extend(lines[i : i + (12 if line.startswith("Traceback") else 2)])
-        elif re.match(r"^[\w.]+(Error|Exception)\b", line):
-            keep.append(line)
-    text = "\n".join(dict.fromkeys(keep))
-    return text[-12000:] if text else log[-4000:]
-
-
-def _in_sink(folder: Path, needle: str) -> bool:
-    return any(needle in f.read_text(errors="replace") for f in folder.rglob("*.csv"))
-
-
 def test_a_slow_sink_does_not_hold_back_the_changefeeds_beside_it(
     mariadb: LocalMariaDB, gate: Gate, tmp_path: Path
 ) -> None:
@@ -136,29 +115,16 @@ def test_a_slow_sink_does_not_hold_back_the_changefeeds_beside_it(
     mariadb.execute(
         f"DROP DATABASE IF EXISTS {SCHEMA}",
         f"CREATE DATABASE {SCHEMA}",
-        *(f"CREATE TABLE {SCHEMA}.{_t(cf)} (id INT PRIMARY KEY, v VARCHAR(40))" for cf in slow + fast),
+        *(f"CREATE TABLE {SCHEMA}.{table_of(cf)} (id INT PRIMARY KEY, v VARCHAR(40))" for cf in slow + fast),
     )
     server = ServerProc(f"sqlite:///{tmp_path / 'meta.db'}", tmp_path, lease=10).start(timeout=120)
     try:
-        created: dict[str, int] = {}
-        with server.client() as c:
-            for cf in slow + fast:
-                sink = (
-                    gate.url(cf) + f"?protocol=canal-json&timeout={int(HOLD) + 30}s"
-                    if cf in slow
-                    else f"file://{tmp_path / cf}?protocol=csv"
-                )
-                body = {
-                    "changefeed_id": cf,
-                    "upstream_uri": mariadb.uri,
-                    "sink_uri": sink,
-                    "replica_config": {"filter": {"rules": [f"{SCHEMA}.{_t(cf)}"]}},
-                }
-                created[cf] = int(c.create_changefeed(body)["checkpoint_ts"])
+        sinks = {cf: gate.url(cf) + f"?protocol=canal-json&timeout={int(HOLD) + 30}s" for cf in slow}
+        sinks |= {cf: f"file://{tmp_path / cf}?protocol=csv" for cf in fast}
+        created = create_changefeeds(server, mariadb, SCHEMA, sinks)
 
         def states() -> dict[str, dict[str, Any]]:
-            with server.client() as c:
-                return {cf["id"]: cf for cf in c.list_changefeeds()["items"]}
+            return server_states(server)
 
         def running() -> bool:
             now = states()
@@ -173,31 +139,33 @@ def test_a_slow_sink_does_not_hold_back_the_changefeeds_beside_it(
             timeout=240,
             interval=1.0,
             what="4 changefeeds running",
-            on_timeout=lambda: _causes(server.log()),
+            on_timeout=lambda: log_causes(server.log()),
         )
 
         # the endpoint stops answering; each slow changefeed gets a row and hangs in its request
         gate.open.clear()
-        mariadb.execute(*(f"INSERT INTO {SCHEMA}.{_t(cf)} VALUES (1, '{cf}-held')" for cf in slow))
+        mariadb.execute(*(f"INSERT INTO {SCHEMA}.{table_of(cf)} VALUES (1, '{cf}-held')" for cf in slow))
         wait_until(
             lambda: running() and gate.holds() >= len(slow),
             timeout=60,
             interval=0.2,
             what="both slow changefeeds waiting on the endpoint",
-            on_timeout=lambda: _causes(server.log()),
+            on_timeout=lambda: log_causes(server.log()),
         )
         stuck = {cf: int(states()[cf]["checkpoint_tso"]) for cf in slow}
 
         # the fast changefeeds deliver while the slow ones wait, again and again
         for n in range(3):
             t0 = time.monotonic()
-            mariadb.execute(*(f"INSERT INTO {SCHEMA}.{_t(cf)} VALUES ({10 + n}, '{cf}-{n}')" for cf in fast))
+            mariadb.execute(
+                *(f"INSERT INTO {SCHEMA}.{table_of(cf)} VALUES ({10 + n}, '{cf}-{n}')" for cf in fast)
+            )
             wait_until(
-                lambda n=n: all(_in_sink(tmp_path / cf, f"{cf}-{n}") for cf in fast),
+                lambda n=n: all(in_csv_sink(tmp_path / cf, f"{cf}-{n}") for cf in fast),
                 timeout=30,
                 interval=0.2,
                 what=f"row {n} in the CSV sinks while the HTTP endpoint holds its requests",
-                on_timeout=lambda: _causes(server.log()),
+                on_timeout=lambda: log_causes(server.log()),
             )
             assert time.monotonic() - t0 < 30
         assert gate.holds() >= 1, "the slow sinks were not held while the fast ones delivered"
@@ -214,13 +182,13 @@ def test_a_slow_sink_does_not_hold_back_the_changefeeds_beside_it(
 
         # the endpoint answers again: the slow ones deliver what they held and catch up
         gate.open.set()
-        mariadb.execute(*(f"INSERT INTO {SCHEMA}.{_t(cf)} VALUES (2, '{cf}-after')" for cf in slow))
+        mariadb.execute(*(f"INSERT INTO {SCHEMA}.{table_of(cf)} VALUES (2, '{cf}-after')" for cf in slow))
         wait_until(
             lambda: all(gate.received(f"{cf}-held") and gate.received(f"{cf}-after") for cf in slow),
             timeout=120,
             interval=0.5,
             what="the held rows and the next ones at the endpoint",
-            on_timeout=lambda: _causes(server.log()),
+            on_timeout=lambda: log_causes(server.log()),
         )
         for cf in slow:  # each endpoint path got its own table's rows only
             other = next(o for o in slow if o != cf)

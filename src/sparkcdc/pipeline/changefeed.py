@@ -19,7 +19,7 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from sparkcdc.capture.offset import Offset
@@ -31,7 +31,7 @@ from sparkcdc.event_filter import rule_specs
 from sparkcdc.filter import changefeed_filter
 from sparkcdc.model.ts import physical_ms
 from sparkcdc.pipeline.backlog import BacklogProbe, backlog_of
-from sparkcdc.pipeline.marks import Marks
+from sparkcdc.pipeline.marks import Marks, raised_end
 from sparkcdc.pipeline.plan import SourceSpec
 from sparkcdc.pipeline.resume import drop_stale_spark_log
 from sparkcdc.pipeline.source import SEGMENTS_DIR_OPTION
@@ -220,11 +220,10 @@ class RunningChangefeed:
                 if resolved is None or clock.binlog_head() != quiet.head:
                     return False
                 target = self.spec.target_ts
-                if target is not None:
-                    resolved = min(resolved, target)
-                if resolved <= end.ts:
+                raised = raised_end(end, resolved, target)
+                if raised is None:
                     return False
-                raised = replace(end, ts=resolved)
+                resolved = raised.ts
                 state.add_raised(raised)
                 marks.flush(state)
                 self.save_resolved(BatchResult(batch, resolved, raised.to_json(), 0, 0, 0.0))

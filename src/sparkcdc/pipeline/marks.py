@@ -91,6 +91,14 @@ class MarkState:
         )
 
 
+def raised_end(end: Offset, resolved: int, target_ts: int | None) -> Offset | None:
+    """``end`` with its chain state raised to ``resolved`` (capped at target-ts), or None when that
+    does not raise it: the one rule for a planner's resolved batch and the driver's mark."""
+    if target_ts is not None:
+        resolved = min(resolved, target_ts)
+    return replace(end, ts=resolved) if resolved > end.ts else None
+
+
 def read_marks(directory: str) -> MarkState:
     """The state in ``directory`` without the lock (a start reads it before any query runs)."""
     try:

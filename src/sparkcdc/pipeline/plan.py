@@ -33,7 +33,7 @@ from sparkcdc.capture.upstream import UpstreamConfig
 from sparkcdc.event_filter import EventFilter
 from sparkcdc.filter import TableFilter, changefeed_filter
 from sparkcdc.model import DDLEvent, TableInfo
-from sparkcdc.pipeline.marks import Marks, MarkState, Quiet
+from sparkcdc.pipeline.marks import Marks, MarkState, Quiet, raised_end
 from sparkcdc.pipeline.serde import ddl_from_dict, ddl_to_dict
 from sparkcdc.pipeline.start import after_bootstrap
 
@@ -272,14 +272,10 @@ class Planner:
 
     def _resolved_batch(self, start: Offset, resolved: int | None) -> BatchPlan | None:
         """A batch that only raises the chain state at ``start`` to ``resolved`` (capped at target-ts)."""
-        if resolved is None:
+        end = raised_end(start, resolved, self.spec.target_ts) if resolved is not None else None
+        if end is None:
             return None
-        target = self.spec.target_ts
-        if target is not None:
-            resolved = min(resolved, target)
-        if resolved <= start.ts:
-            return None
-        plan = BatchPlan(start, replace(start, ts=resolved))
+        plan = BatchPlan(start, end)
         self._catalog_at = plan.end  # no DDL in between: the catalog at start is the catalog at its end
         return plan
 

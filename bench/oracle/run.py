@@ -214,6 +214,8 @@ def main(argv: list[str] | None = None) -> int:
     if not 0 < lo <= hi:
         ap.error(f"--ddl-every: expected 0 < MIN <= MAX, got {args.ddl_every!r}")
     ddl_every = (lo, hi)
+    if args.rate < 0:
+        ap.error(f"--rate: expected transactions per second >= 0 (0: no cap), got {args.rate:g}")
     print(
         f"oracle bench: {args.seconds:g}s per seed, seeds {seeds}, {args.connections} connections, "
         f"disabled {sorted(disabled) or 'nothing'}, a DDL every {lo:g}-{hi:g}s, "

@@ -89,7 +89,7 @@ class TortureReport:
     """Row changes the HTTP receiver got, once per request id."""
     changelog_rows: int = 0
     renumbered: list[str] = field(default_factory=list)
-    """Old-header transactions two changefeeds gave different commit_ts (see ``_pair_renumbered``)."""
+    """Transactions two changefeeds gave different commit_ts (see ``_compare_in_commit_order``)."""
     problems: list[str] = field(default_factory=list)
 
     def line(self) -> str:
@@ -99,7 +99,7 @@ class TortureReport:
             f"({self.old_headers} old-header, {self.lock_waits} lock waits), faults {dict(kinds)}"
             f"{f' (missed {len(self.missed)})' if self.missed else ''}, {self.samples} checkpoint samples, "
             f"{self.http_changes} HTTP changes, {self.changelog_rows} changelog rows, "
-            f"{len(self.renumbered)} renumbered old-header transactions, {len(self.problems)} problems"
+            f"{len(self.renumbered)} renumbered transactions, {len(self.problems)} problems"
         )
 
 
@@ -346,46 +346,52 @@ def _iceberg_changes(warehouse: Path) -> dict[str, list[tuple[int, int, str]]]:
     return out
 
 
-OLD_VALUES = ("old", "old again", "old header")
-"""The ``v`` an old-header transaction writes (``_old_header``)."""
-
-
 def _row_key(row: dict[str, Any]) -> str:
     """A row's ``id`` and ``v`` as one string ("id=7 v=old"), the same from a canal-json message
     (values as text) and from a changelog table (typed values)."""
     return f"id={row.get('id')} v={row.get('v')}"
 
 
-def _old_row(key: str) -> bool:
-    return key.split(" v=", 1)[1] in OLD_VALUES
+Txn = dict[str, list[str]]
+"""One transaction as a sink shows it: table -> its rows (``_row_key``), sorted."""
 
 
-def _pair_renumbered(
-    only_http: dict[tuple[str, int], list[str]], only_ice: dict[tuple[str, int], list[str]]
-) -> tuple[list[str], list[tuple[str, int]], list[tuple[str, int]]]:
-    """Pair the transactions one sink has at a commit_ts the other lacks: the same table, the same
-    rows (``_row_key``), each row an old-header write. Such a transaction's commit_ts is not the
-    binlog's alone: after a batch that raised a changefeed's chain state to a resolved ts R it gets
-    R + 1 (docs/ARCHITECTURE.md, "commit_ts from the binlog"), and two changefeeds raise at different
-    moments. The pairs (described), and what stays unpaired on each side."""
-    pairs: list[str] = []
-    left = dict(only_ice)
-    unpaired_http: list[tuple[str, int]] = []
-    for (table, ts), values in sorted(only_http.items()):
-        match = next(
-            (
-                k
-                for k, vs in sorted(left.items())
-                if k[0] == table and sorted(vs) == sorted(values) and all(_old_row(v) for v in vs)
-            ),
-            None,
+def _in_commit_order(changes: dict[tuple[str, int], list[str]]) -> list[tuple[int, Txn]]:
+    """(commit_ts, transaction) in commit order. Within one changefeed commit_ts grows strictly in
+    binlog order, so the row changes with one commit_ts are one transaction."""
+    txns: dict[int, Txn] = {}
+    for (table, ts), rows in changes.items():
+        txns.setdefault(ts, {})[table] = sorted(rows)
+    return sorted(txns.items())
+
+
+def _compare_in_commit_order(
+    http: dict[tuple[str, int], list[str]], ice: dict[tuple[str, int], list[str]]
+) -> tuple[list[str], list[str]]:
+    """Compare two changefeeds' outputs transaction by transaction in commit order: the same
+    transactions, in the same order, with the same rows. Their commit_ts may differ: a transaction
+    whose binlog header is older than a resolved ts R its changefeed raised the chain to while idle
+    gets R + 1, and the ones after it in the same second follow from there (docs/ARCHITECTURE.md,
+    "commit_ts from the binlog"); two changefeeds raise at different moments. Returns the
+    transactions numbered differently (described) and the problems."""
+    a, b = _in_commit_order(http), _in_commit_order(ice)
+    renumbered: list[str] = []
+    problems: list[str] = []
+    for i, ((ts_a, txn_a), (ts_b, txn_b)) in enumerate(zip(a, b, strict=False)):
+        if txn_a != txn_b:
+            problems.append(
+                f"HTTP and Iceberg differ at transaction {i + 1} in commit order: "
+                f"HTTP {ts_a} {txn_a}, Iceberg {ts_b} {txn_b}"
+            )
+            return renumbered, problems  # one lost or extra transaction shifts the rest: the first says it
+        if ts_a != ts_b:
+            renumbered.append(f"{ts_a} (HTTP) / {ts_b} (Iceberg): {txn_a}")
+    if len(a) != len(b):
+        more, name = (a, "HTTP") if len(a) > len(b) else (b, "Iceberg")
+        problems.append(
+            f"{name} has {abs(len(a) - len(b))} more transactions, the first at commit_ts {more[min(len(a), len(b))][0]}"
         )
-        if match is None:
-            unpaired_http.append((table, ts))
-            continue
-        del left[match]
-        pairs.append(f"{table}: {ts} (HTTP) / {match[1]} (Iceberg), rows {sorted(values)}")
-    return pairs, unpaired_http, sorted(left)
+    return renumbered, problems
 
 
 def _python_workers(server: ServerProc) -> list[psutil.Process]:
@@ -704,14 +710,8 @@ def _check(
     for name, rows in ice.items():
         for ts, _seq, v in rows:
             ice_txns.setdefault((name, ts), []).append(v)
-    only_http = {k: v for k, v in http_txns.items() if k not in ice_txns}
-    only_ice = {k: v for k, v in ice_txns.items() if k not in http_txns}
-    report.renumbered, unpaired_http, unpaired_ice = _pair_renumbered(only_http, only_ice)
-    if unpaired_http or unpaired_ice:
-        p.append(
-            f"HTTP and Iceberg disagree on which transactions changed which table: {len(unpaired_http)} only "
-            f"in HTTP, {len(unpaired_ice)} only in Iceberg, e.g. {sorted(unpaired_http + unpaired_ice)[:3]}"
-        )
+    report.renumbered, differ = _compare_in_commit_order(http_txns, ice_txns)
+    p += differ
     store = MetaStore.open(meta, apply_migrations=False)
     try:
         after = {r.range_id: r for r in range_states(store.get_range_progress("t-storage"))}

@@ -21,6 +21,7 @@ plans from the raised state and makes no resolved batch but the one to target-ts
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -44,6 +45,13 @@ MAX_DDL_BATCH = 256
 
 SPLIT_BYTES = 4 << 20
 """The default ``SourceSpec.split_bytes`` (read when a spec is made, so a test can lower it)."""
+
+IDLE_WAIT_S = 1.0
+"""How long the source's ``latestOffset`` waits on an idle binlog before it answers "nothing new"
+(``Planner.next_batch``); a query's stop waits for it at most this long."""
+
+HEAD_POLL_S = 0.2
+"""How often that wait reads the binlog head: a write is seen as soon as with a 200 ms trigger."""
 
 
 @dataclass
@@ -200,8 +208,42 @@ class Planner:
             self._catalog_at = start
         return self._catalog
 
-    def next_batch(self, start: Offset) -> BatchPlan | None:
-        """Plan the batch after ``start``; None when there is nothing new."""
+    def next_batch(self, start: Offset, wait: float = 0.0) -> BatchPlan | None:
+        """Plan the batch after ``start``; None when there is nothing new.
+
+        With ``wait`` (``IDLE_WAIT_S`` from the source), a start where nothing is new waits up to
+        that long for the binlog head to move and plans once more (``_wait_for_writes``)."""
+        plan = self._next_batch_now(start)
+        if plan is None and wait > 0 and self._wait_for_writes(start, wait):
+            plan = self._next_batch_now(start)
+        return plan
+
+    def _wait_for_writes(self, start: Offset, wait: float) -> bool:
+        """Wait while the last scan from ``start`` found nothing and the binlog head stays where it
+        was (read every ``HEAD_POLL_S``): whether it moved within ``wait`` seconds.
+
+        Only where the driver marks the chain state (an idle stream has no batch to make here, the
+        driver publishes its resolved ts): so each idle trigger of the query costs the JVM one call
+        per ``wait`` instead of one per trigger interval, and a write is still seen within
+        ``HEAD_POLL_S``. Not under the marks lock: the quiet record this wait reads is the one the
+        driver marks from."""
+        if self.marks is None or self.clock.no_head:
+            return False
+        quiet = self._quiet
+        if quiet is None or (quiet[0], quiet[1]) != (start.file, start.pos):
+            return False
+        target = self.spec.target_ts
+        if target is not None and start.ts >= target:
+            return False
+        deadline = time.monotonic() + wait
+        while (left := deadline - time.monotonic()) > 0:
+            time.sleep(min(HEAD_POLL_S, left))  # the polling period of the head; the deadline bounds it
+            head = self.clock.binlog_head()
+            if head is None or head != quiet[2]:
+                return True
+        return False
+
+    def _next_batch_now(self, start: Offset) -> BatchPlan | None:
         if self.marks is None or self.clock.no_head:
             # without the binlog head the driver cannot tell an idle stream: resolved batches here
             return self._next_batch(start, None)

@@ -180,10 +180,11 @@ class BinlogStreamReader(DataSourceStreamReader):
         return dict(self.spec.start)
 
     def latestOffset(self, start: dict[str, Any], limit: Any) -> dict[str, Any]:
-        """The end of the next batch (``start`` itself when nothing is new)."""
-        from sparkcdc.pipeline.plan import offset_of
+        """The end of the next batch (``start`` itself when nothing is new, after waiting up to
+        ``IDLE_WAIT_S`` for a write: an idle query's trigger then calls here once a second)."""
+        from sparkcdc.pipeline.plan import IDLE_WAIT_S, offset_of
 
-        plan = self.planner.next_batch(offset_of(start))
+        plan = self.planner.next_batch(offset_of(start), wait=IDLE_WAIT_S)
         if plan is None:
             return start
         return plan.end_json()

@@ -9,6 +9,7 @@ upstream and a file storage sink, the way the source's runner and the driver sha
 from __future__ import annotations
 
 import json
+import threading
 import time
 from pathlib import Path
 
@@ -165,6 +166,38 @@ def test_a_mark_stops_at_target_ts_and_finishes_the_changefeed(
         assert driver.running.finished()
         assert driver.metadata_ts() == target
         assert planner.next_batch(start) is None, "nothing is planned past target-ts"
+    finally:
+        planner.clock.close()
+        driver.running.stop()
+
+
+def test_an_idle_ask_waits_for_a_write_while_the_driver_marks(
+    mariadb: LocalMariaDB, fresh_db: str, tmp_path: Path
+) -> None:
+    # The source's latestOffset waits on an idle binlog (Planner.next_batch's ``wait``): without
+    # the marks lock, so the driver publishes resolved marks meanwhile; a write ends the wait.
+    mariadb.execute(f"CREATE TABLE `{fresh_db}`.t (id INT PRIMARY KEY)")
+    start = head_offset(upstream(mariadb))
+    driver = Driver(mariadb, tmp_path, start)
+    planner = make_planner(mariadb, tmp_path, start, marks_dir=driver.marks_dir)
+    got: list[BatchPlan | None] = []
+    asker = threading.Thread(target=lambda: got.append(planner.next_batch(start, wait=120)), daemon=True)
+    try:
+        assert planner.next_batch(start, wait=0.3) is None, "nothing written: no batch after the wait"
+        asker.start()
+        driver.mark()
+        driver.mark()  # the next upstream second: two marks while the ask waits
+        [raised] = read_marks(driver.marks_dir).raised
+        assert driver.running.checkpoint_ts == raised.ts
+        assert asker.is_alive() and not got, "nothing written: the ask still waits"
+        mariadb.execute(f"INSERT INTO `{fresh_db}`.t VALUES (1)")
+        asker.join(30)
+        assert not asker.is_alive(), "the write ended the wait"
+        [plan] = got
+        assert plan is not None and plan.segments
+        assert plan.start == raised, "planned from the chain state the driver raised during the wait"
+        [ts] = _commit_ts(mariadb, plan, fresh_db)
+        assert ts > raised.ts == driver.running.checkpoint_ts, "the row comes above the published checkpoint"
     finally:
         planner.clock.close()
         driver.running.stop()

@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -22,7 +24,7 @@ from sparkcdc.model import RowChange
 from sparkcdc.model.ts import physical_ms
 from sparkcdc.pipeline.changefeed import RunningChangefeed
 from sparkcdc.pipeline.marks import read_marks
-from sparkcdc.pipeline.plan import BatchPlan
+from sparkcdc.pipeline.plan import BatchPlan, Planner
 from sparkcdc.pipeline.resume import spark_log_end
 from sparkcdc.pipeline.spec import ChangefeedSpec
 from sparkcdc.pipeline.writer import BatchResult
@@ -69,6 +71,24 @@ class Driver:
         return int(json.loads((self.sink_dir / "metadata").read_text())["checkpoint-ts"])
 
 
+@contextmanager
+def _idle_feed(
+    db: LocalMariaDB, schema: str, tmp_path: Path, target_after: int | None = None
+) -> Iterator[tuple[Offset, Driver, Planner]]:
+    """A table ``t`` in ``schema``, then a changefeed from the binlog head: its start, its driver
+    side and its planner (with ``target_after``: target-ts that far above the start)."""
+    db.execute(f"CREATE TABLE `{schema}`.t (id INT PRIMARY KEY)")
+    start = head_offset(upstream(db))
+    target = start.ts + target_after if target_after is not None else None
+    driver = Driver(db, tmp_path, start, target_ts=target)
+    planner = make_planner(db, tmp_path, start, marks_dir=driver.marks_dir)
+    try:
+        yield start, driver, planner
+    finally:
+        planner.clock.close()
+        driver.running.stop()
+
+
 def _commit_ts(db: LocalMariaDB, plan: BatchPlan, schema: str) -> list[int]:
     return [
         ev.commit_ts
@@ -80,11 +100,7 @@ def _commit_ts(db: LocalMariaDB, plan: BatchPlan, schema: str) -> list[int]:
 def test_the_driver_raises_an_idle_chain_state_that_the_planner_and_a_replay_plan_from(
     mariadb: LocalMariaDB, fresh_db: str, tmp_path: Path
 ) -> None:
-    mariadb.execute(f"CREATE TABLE `{fresh_db}`.t (id INT PRIMARY KEY)")
-    start = head_offset(upstream(mariadb))
-    driver = Driver(mariadb, tmp_path, start)
-    planner = make_planner(mariadb, tmp_path, start, marks_dir=driver.marks_dir)
-    try:
+    with _idle_feed(mariadb, fresh_db, tmp_path) as (start, driver, planner):
         # Nothing was planned yet from the start: the driver does not know it is idle.
         assert not driver.running.mark()
         # Idle: no batch, and the planner records where its scan found nothing.
@@ -146,29 +162,19 @@ def test_the_driver_raises_an_idle_chain_state_that_the_planner_and_a_replay_pla
         logged = spark_log_end(driver.marks_dir)
         assert logged is not None and Offset.from_json(logged.end) == after
         assert driver.checkpoint()["end"] == after.to_json()
-    finally:
-        planner.clock.close()
-        driver.running.stop()
 
 
 def test_a_mark_stops_at_target_ts_and_finishes_the_changefeed(
     mariadb: LocalMariaDB, fresh_db: str, tmp_path: Path
 ) -> None:
-    mariadb.execute(f"CREATE TABLE `{fresh_db}`.t (id INT PRIMARY KEY)")
-    start = head_offset(upstream(mariadb))
-    target = start.ts + 5
-    driver = Driver(mariadb, tmp_path, start, target_ts=target)
-    planner = make_planner(mariadb, tmp_path, start, marks_dir=driver.marks_dir)
-    try:
+    with _idle_feed(mariadb, fresh_db, tmp_path, target_after=5) as (start, driver, planner):
+        target = start.ts + 5
         assert planner.next_batch(start) is None
         driver.mark()
         assert read_marks(driver.marks_dir).raised[-1].ts == target
         assert driver.running.finished()
         assert driver.metadata_ts() == target
         assert planner.next_batch(start) is None, "nothing is planned past target-ts"
-    finally:
-        planner.clock.close()
-        driver.running.stop()
 
 
 def test_an_idle_ask_waits_for_a_write_while_the_driver_marks(
@@ -176,13 +182,9 @@ def test_an_idle_ask_waits_for_a_write_while_the_driver_marks(
 ) -> None:
     # The source's latestOffset waits on an idle binlog (Planner.next_batch's ``wait``): without
     # the marks lock, so the driver publishes resolved marks meanwhile; a write ends the wait.
-    mariadb.execute(f"CREATE TABLE `{fresh_db}`.t (id INT PRIMARY KEY)")
-    start = head_offset(upstream(mariadb))
-    driver = Driver(mariadb, tmp_path, start)
-    planner = make_planner(mariadb, tmp_path, start, marks_dir=driver.marks_dir)
-    got: list[BatchPlan | None] = []
-    asker = threading.Thread(target=lambda: got.append(planner.next_batch(start, wait=120)), daemon=True)
-    try:
+    with _idle_feed(mariadb, fresh_db, tmp_path) as (start, driver, planner):
+        got: list[BatchPlan | None] = []
+        asker = threading.Thread(target=lambda: got.append(planner.next_batch(start, wait=120)), daemon=True)
         assert planner.next_batch(start, wait=0.3) is None, "nothing written: no batch after the wait"
         asker.start()
         driver.mark()
@@ -198,6 +200,3 @@ def test_an_idle_ask_waits_for_a_write_while_the_driver_marks(
         assert plan.start == raised, "planned from the chain state the driver raised during the wait"
         [ts] = _commit_ts(mariadb, plan, fresh_db)
         assert ts > raised.ts == driver.running.checkpoint_ts, "the row comes above the published checkpoint"
-    finally:
-        planner.clock.close()
-        driver.running.stop()

@@ -14,7 +14,8 @@ per create), then the bench prints:
   in ``/metrics``: a start race shows up there);
 - **idle**: CPU of the whole process tree (server, Spark JVM, Python workers; sampled each second,
   so a process that lived less than a second is missed) over ``--idle`` seconds with the upstream
-  quiet, in % of one core, beside the whole machine's busy time and the upstream mariadbd's, and
+  quiet, in % of one core (and split by process: the server's Python, its Spark JVM, the source
+  runners, Spark's Python workers), beside the whole machine's busy time and the upstream mariadbd's, and
   the tree's RSS at its end;
 - **latency**: ``--writes`` single-row inserts spread over the changefeeds' tables, one every
   0.3 s; the time from each insert's commit until its row is in a CSV file of its sink (the
@@ -52,6 +53,7 @@ if str(ROOT) not in sys.path:
 sys.path.insert(0, str(ROOT / "bench"))
 
 from common import MB, TreeSampler  # noqa: E402
+from density.idle_cost import role  # noqa: E402
 from tests.integration.server.conftest import ServerProc  # noqa: E402
 
 from sparkcdc.services.common import wait_until  # noqa: E402
@@ -68,6 +70,7 @@ class TreeCpu:
     def __init__(self, pid: int) -> None:
         self.pid = pid
         self.cpu: dict[int, float] = {}
+        self.roles: dict[int, str] = {}
 
     def sample(self) -> float:
         """CPU seconds so far of every process of the tree seen in any sample."""
@@ -79,10 +82,19 @@ class TreeCpu:
         for p in procs:
             try:
                 t = p.cpu_times()
+                if p.pid not in self.roles:
+                    self.roles[p.pid] = role(p)
             except psutil.Error:
                 continue
             self.cpu[p.pid] = t.user + t.system
         return sum(self.cpu.values())
+
+    def by_role(self) -> dict[str, float]:
+        """CPU seconds so far by what each process is (``idle_cost.role``: the server is its driver)."""
+        out: dict[str, float] = {}
+        for pid, cpu in self.cpu.items():
+            out[self.roles.get(pid, "?")] = out.get(self.roles.get(pid, "?"), 0.0) + cpu
+        return out
 
 
 def _metric_sum(url: str, name: str) -> float:
@@ -220,6 +232,7 @@ def run_size(up: LocalMariaDB, work: Path, n: int, idle: float, writes: int) -> 
         time.sleep(10)
         load0 = _load()
         cpu0 = meter.sample()
+        roles0 = meter.by_role()
         busy0, up0 = _machine_busy(), _upstream_cpu(up)
         conns0 = _connections(up)
         dumps: list[int] = []
@@ -233,6 +246,9 @@ def run_size(up: LocalMariaDB, work: Path, n: int, idle: float, writes: int) -> 
         rss = sizes.samples[-1].rss
         out["conns_per_s"] = (_connections(up) - conns0 - len(dumps)) / idle  # less the bench's own
         out["idle_cpu_pct"] = 100 * (cpu1 - cpu0) / idle
+        out["idle_by_role"] = {
+            k: 100 * (v - roles0.get(k, 0.0)) / idle for k, v in sorted(meter.by_role().items())
+        }
         # the whole machine (processes that lived less than a sample included) and the upstream alone
         out["machine_pct"] = 100 * (_machine_busy() - busy0) / idle
         out["upstream_pct"] = 100 * (_upstream_cpu(up) - up0) / idle
@@ -295,6 +311,8 @@ def _line(r: dict[str, Any]) -> str:
         f"RSS {r['rss_mb']:.0f} MB (peak {r['rss_peak_mb']:.0f}); latency p50 {r['p50']:.2f}s "
         f"p99 {r['p99']:.2f}s, {r['lost']} not arrived ({r['latency_load']}); binlog dump threads "
         f"max {r['dumps_max']} mean {r['dumps_mean']:.1f}, {r['conns_per_s']:.1f} upstream connections opened/s idle"
+        + "\n      idle by process: "
+        + ", ".join(f"{k} {v:.1f}%" for k, v in r["idle_by_role"].items())
     )
 
 

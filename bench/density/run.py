@@ -82,8 +82,7 @@ class TreeCpu:
         for p in procs:
             try:
                 t = p.cpu_times()
-                if p.pid not in self.roles:
-                    self.roles[p.pid] = role(p)
+                self.roles[p.pid] = role(p)  # each time: spark-submit's bash execs the JVM in its pid
             except psutil.Error:
                 continue
             self.cpu[p.pid] = t.user + t.system

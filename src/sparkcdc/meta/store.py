@@ -87,6 +87,13 @@ _UPDATABLE = {
 }
 
 
+_HEADER_CHECKED: set[Path] = set()
+"""Meta database files whose header this process has read: never read again. Closing any
+descriptor of the file drops every POSIX lock the process holds on it, its open SQLite
+connections' included (SQLite's "How To Corrupt An SQLite Database File", 2.2): another process
+could then take itself for the last connection and remove the WAL under them."""
+
+
 def _check_sqlite_path(path: Path, uri: str) -> None:
     """Refuse a path that cannot hold a SQLite meta database (a folder, a missing folder, another file)."""
     if path.is_dir():
@@ -106,6 +113,9 @@ def _check_sqlite_path(path: Path, uri: str) -> None:
             f"meta URI {redact_uri(uri)!r}: the folder {str(path.parent)!r} does not exist; "
             f"create it (mkdir -p {path.parent}) or choose an existing folder"
         )
+    if path in _HEADER_CHECKED:
+        return
+    _HEADER_CHECKED.add(path)
     if path.exists() and path.stat().st_size >= 16:
         with path.open("rb") as f:
             if f.read(16) != b"SQLite format 3\x00":

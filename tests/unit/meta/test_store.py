@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -359,3 +361,23 @@ def test_servers_heartbeat_list_and_prune(store: MetaStore) -> None:
     assert store.prune_servers(0.2) == 1
     store.remove_server("s1")
     assert store.list_servers() == []
+
+
+def test_opening_the_store_again_keeps_this_process_s_lock_on_the_database(uri: str, tmp_path: Path) -> None:
+    # Closing any descriptor of the database file drops every POSIX lock this process holds on it
+    # (SQLite's "How To Corrupt An SQLite Database File", 2.2). In WAL mode an open connection holds
+    # a shared lock on the file, so that the last connection to close, in any process, is the one
+    # that removes the WAL file; a second open in this process must not read the file's header and
+    # so drop it.
+    store = MetaStore.open(uri)
+    wal = tmp_path / "meta.db-wal"
+    probe = "import sqlite3, sys\nc = sqlite3.connect(sys.argv[1])\nc.execute('SELECT 1 FROM changefeeds').fetchall()\nc.close()\n"
+    try:
+        with store.engine.connect() as conn:  # a connection of this process stays open throughout
+            conn.execute(select(schema_migrations)).fetchall()
+            assert wal.exists()
+            MetaStore.open(uri, apply_migrations=False).close()
+            subprocess.run([sys.executable, "-c", probe, str(tmp_path / "meta.db")], check=True, timeout=60)
+            assert wal.exists(), "another process took itself for the last connection and removed the WAL"
+    finally:
+        store.close()

@@ -92,7 +92,8 @@ class TreeCpu:
         """CPU seconds so far by what each process is (``idle_cost.role``: the server is its driver)."""
         out: dict[str, float] = {}
         for pid, cpu in self.cpu.items():
-            out[self.roles.get(pid, "?")] = out.get(self.roles.get(pid, "?"), 0.0) + cpu
+            kind = self.roles.get(pid, "?")
+            out[kind] = out.get(kind, 0.0) + cpu
         return out
 
 

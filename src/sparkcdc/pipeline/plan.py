@@ -230,10 +230,7 @@ class Planner:
         if self.marks is None or self.clock.no_head:
             return False
         quiet = self._quiet
-        if quiet is None or (quiet[0], quiet[1]) != (start.file, start.pos):
-            return False
-        target = self.spec.target_ts
-        if target is not None and start.ts >= target:
+        if quiet is None or (quiet[0], quiet[1]) != (start.file, start.pos) or self._finished_at(start):
             return False
         deadline = time.monotonic() + wait
         while (left := deadline - time.monotonic()) > 0:
@@ -242,6 +239,10 @@ class Planner:
             if head is None or head != quiet[2]:
                 return True
         return False
+
+    def _finished_at(self, start: Offset) -> bool:
+        """Whether the changefeed reached its target-ts at ``start``: nothing more is planned."""
+        return self.spec.target_ts is not None and start.ts >= self.spec.target_ts
 
     def _next_batch_now(self, start: Offset) -> BatchPlan | None:
         if self.marks is None or self.clock.no_head:
@@ -254,9 +255,9 @@ class Planner:
             return plan
 
     def _next_batch(self, start: Offset, marks: MarkState | None) -> BatchPlan | None:
-        target = self.spec.target_ts
-        if target is not None and start.ts >= target:
+        if self._finished_at(start):
             return None
+        target = self.spec.target_ts
         # The clock is read before the scan: a transaction the scan misses was not committed
         # when the clock was read (capture/resolved.py). Only an idle stream asks for it, and only
         # when the driver does not raise its chain state itself.

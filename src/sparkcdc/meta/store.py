@@ -32,8 +32,14 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError, IntegrityError, NoSuchModuleError, OperationalError
-from sqlalchemy.pool import NullPool
+from sqlalchemy.exc import (
+    ArgumentError,
+    DisconnectionError,
+    IntegrityError,
+    NoSuchModuleError,
+    OperationalError,
+)
+from sqlalchemy.pool import QueuePool
 
 from sparkcdc.config.uri import redact_uri
 from sparkcdc.errors import (
@@ -65,6 +71,12 @@ from sparkcdc.meta.tables import (
 log = logging.getLogger(__name__)
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
+
+SQLITE_POOL_SIZE = 8
+"""SQLite connections a store keeps open between transactions. A server's changefeeds each record
+their marks and renewals every second: a connection opened per transaction (the open, the WAL
+and shared-memory files, the pragmas) cost more than the transaction. More threads at once get
+connections of their own, closed when returned; SQLite itself serialises the writers."""
 
 # Columns a caller may set through update_changefeed (identity, version and timestamps are the store's).
 _UPDATABLE = {
@@ -148,16 +160,37 @@ def _engine_for(uri: str) -> Engine:
                 f"meta URI {uri!r} has no file path; use sqlite:///relative/path.db or sqlite:////absolute/path.db"
             )
         _check_sqlite_path(Path(database).expanduser().resolve(), uri)
-        # NullPool: a SQLite connection is cheap, and no pooled connection outlives a fork.
         engine = create_engine(
             uri,
-            poolclass=NullPool,
+            poolclass=QueuePool,
+            pool_size=SQLITE_POOL_SIZE,
+            max_overflow=-1,  # no thread waits for a connection
             hide_parameters=True,  # SQL errors must not print sink URIs (and their passwords)
             connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000},
         )
 
+        path = Path(database).expanduser()
+
+        def _identity() -> tuple[int, int, int] | None:
+            try:
+                st = path.stat()
+            except OSError:
+                return None
+            return os.getpid(), st.st_dev, st.st_ino
+
+        @event.listens_for(engine, "checkout")
+        def _on_checkout(_dbapi_conn: Any, record: Any, proxy: Any) -> None:
+            # A pooled connection serves only the process that opened it (never across a fork), and
+            # only while the file it opened is the one at the path: a meta database that was removed
+            # or replaced is found as a connection opened per transaction would find it.
+            if record.info.get("identity") != _identity():
+                if record.info.get("pid") != os.getpid():
+                    record.dbapi_connection = proxy.dbapi_connection = None  # the parent's: not closed here
+                raise DisconnectionError(f"the pooled SQLite connection no longer matches {path}")
+
         @event.listens_for(engine, "connect")
-        def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+        def _on_connect(dbapi_conn: Any, record: Any) -> None:
+            record.info["pid"] = os.getpid()
             # Let SQLAlchemy's "begin" event emit BEGIN itself (pysqlite's implicit BEGIN is deferred).
             dbapi_conn.isolation_level = None
             cur = dbapi_conn.cursor()
@@ -165,6 +198,7 @@ def _engine_for(uri: str) -> Engine:
             cur.execute("PRAGMA journal_mode = WAL")
             cur.execute("PRAGMA synchronous = NORMAL")
             cur.close()
+            record.info["identity"] = _identity()
 
         @event.listens_for(engine, "begin")
         def _on_begin(conn: Connection) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -9,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import event, select
 
 from sparkcdc.errors import ChangefeedExists, ChangefeedNotFound, ConfigError, ConflictError, SchemaError
 from sparkcdc.meta import (
@@ -115,6 +117,45 @@ def test_meta_uri_password_is_redacted_in_errors() -> None:
 def test_sqlite_uses_wal(store: MetaStore) -> None:
     with store.engine.connect() as conn:
         assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+
+
+def test_sqlite_connections_are_kept_between_transactions(store: MetaStore) -> None:
+    opened: list[int] = []
+    event.listen(store.engine, "connect", lambda *_: opened.append(1))
+    store.create_changefeed(new())
+    for _ in range(20):
+        store.get_changefeed("cf-1")
+    assert len(opened) <= 1, "one connection serves transaction after transaction"
+
+
+def test_a_replaced_sqlite_file_is_read_as_it_now_is(store: MetaStore, tmp_path: Path, uri: str) -> None:
+    # A pooled connection holds the file it opened; the one at the path now is what counts.
+    other = MetaStore.open(f"sqlite:///{tmp_path / 'other.db'}")
+    other.create_changefeed(new("cf-other"))
+    other.close()
+    store.create_changefeed(new("cf-1"))
+    assert [cf.id for cf in store.list_changefeeds()] == ["cf-1"]
+    for suffix in ("-wal", "-shm"):
+        Path(f"{tmp_path / 'meta.db'}{suffix}").unlink(missing_ok=True)
+    shutil.copy(tmp_path / "other.db", tmp_path / "meta.db.new")
+    os.replace(tmp_path / "meta.db.new", tmp_path / "meta.db")
+    assert [cf.id for cf in store.list_changefeeds()] == ["cf-other"]
+
+
+def test_a_forked_child_opens_its_own_sqlite_connection(store: MetaStore) -> None:
+    store.create_changefeed(new())
+    store.get_changefeed("cf-1")  # the pool keeps this process's connection
+    pid = os.fork()
+    if pid == 0:  # the child: its reads use a connection of its own, the parent's stays untouched
+        code = 1
+        try:
+            code = 0 if store.get_changefeed("cf-1").id == "cf-1" else 2
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    store.update_changefeed(store.get_changefeed("cf-1"), state=ChangefeedState.STOPPED)
+    assert store.get_changefeed("cf-1").state == ChangefeedState.STOPPED
 
 
 # ---------------------------------------------------------------- changefeeds

@@ -6,10 +6,12 @@ import logging
 import re
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from sparkcdc.capture.catalog.scope import unquote_ident
 from sparkcdc.capture.offset import Offset
 from sparkcdc.capture.protocol import BinlogStream
+from sparkcdc.capture.relay import RelayStream, binlog_stream
 from sparkcdc.capture.row_image import check_full_image
 from sparkcdc.capture.rowcodec import RowDecoder, TimestampRenderer, row_changes, rows_event_images
 from sparkcdc.capture.tablemap import TableMap, table_info_from_map
@@ -139,9 +141,12 @@ class RowReader:
         heartbeat_s: float = 1.0,
         blocking: bool = True,
         shapes_from: tuple[int, int] | None = None,
+        relay_dir: str = "",
     ) -> None:
         """``shapes_from``: the binlog position (``Offset.key()``) the tracked shapes describe the
-        tables from; transactions starting before it may have other columns (see ``TableShapes``)."""
+        tables from; transactions starting before it may have other columns (see ``TableShapes``).
+        ``relay_dir``: a server's binlog relay of this upstream (``capture/relay.py``), read where it
+        holds the binlog instead of a replication connection of this reader's own."""
         self.upstream = upstream
         self.start = start
         self.end = end
@@ -153,6 +158,7 @@ class RowReader:
         self.stats = ReadStats()
         self.position = start
         self.shapes_from = shapes_from
+        self.relay_dir = relay_dir
         self.last_rows_bytes = 0
         """The size of the ROWS event the last yielded list of row changes was decoded from."""
         self._decoders: dict[int, tuple[TableMap, RowDecoder | None, TableInfo | None]] = {}
@@ -182,12 +188,13 @@ class RowReader:
         end_key = self.end.key() if self.end is not None else None
         if end_key is not None and self.start.key() >= end_key:
             return
-        stream = BinlogStream(
+        stream = binlog_stream(
             self.upstream,
             self.start.file,
             self.start.pos,
             blocking=self.blocking,
             heartbeat_s=self.heartbeat_s,
+            relay_dir=self.relay_dir,
         )
         try:
             txs = TxnStream(stream, self.start)
@@ -506,9 +513,12 @@ class TxnInfo:
 class Scanner:
     """Walks transaction boundaries without decoding rows (driver side: cheap)."""
 
-    def __init__(self, upstream: UpstreamConfig, *, heartbeat_s: float = 1.0) -> None:
+    def __init__(self, upstream: UpstreamConfig, *, heartbeat_s: float = 1.0, relay_dir: str = "") -> None:
+        """``relay_dir``: a server's binlog relay of this upstream (``capture/relay.py``), read by
+        scans that know a position the binlog reaches (``scan(until=...)``)."""
         self.upstream = upstream
         self.heartbeat_s = heartbeat_s
+        self.relay_dir = relay_dir
 
     def scan(
         self,
@@ -517,11 +527,25 @@ class Scanner:
         max_bytes: int | None = None,
         stop: Callable[[TxnInfo], bool] | None = None,
         blocking: bool = False,
+        until: tuple[str, int] | None = None,
     ) -> Generator[TxnInfo, None, None]:
-        """Transactions after ``start`` up to the current end of the binlog (non-blocking)."""
-        stream = BinlogStream(
-            self.upstream, start.file, start.pos, blocking=blocking, heartbeat_s=self.heartbeat_s
-        )
+        """Transactions after ``start`` up to the current end of the binlog (non-blocking).
+
+        ``until``: a binlog position read before (the head): the scan reaches at least there, and
+        with a relay ends there (a relay can tell where its copy ends, not where the binlog does).
+        """
+        reach = Offset(until[0], until[1], 0).key() if until is not None and self.relay_dir else None
+        stream: BinlogStream | RelayStream
+        if reach is not None:
+            stream = RelayStream(
+                Path(self.relay_dir), self.upstream, start.file, start.pos, heartbeat_s=self.heartbeat_s
+            )
+            if start.key() >= reach:
+                return
+        else:
+            stream = BinlogStream(
+                self.upstream, start.file, start.pos, blocking=blocking, heartbeat_s=self.heartbeat_s
+            )
         try:
             txs = TxnStream(stream, start, want_rows=False)
             cur: TxnInfo | None = None
@@ -555,7 +579,13 @@ class Scanner:
                         return
                     if max_bytes is not None and total >= max_bytes:
                         return
+                    if reach is not None and done.end.key() >= reach:
+                        return
                 elif isinstance(item, Idle):
+                    if reach is not None:
+                        if cur is None and item.at.key() >= reach:
+                            return
+                        continue
                     if blocking:
                         continue
                     return

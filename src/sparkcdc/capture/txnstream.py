@@ -6,7 +6,7 @@ import logging
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sparkcdc.capture import protocol as P
 from sparkcdc.capture.charsets import charset_of, codec_of
@@ -18,6 +18,9 @@ from sparkcdc.capture.protocol import BinlogStream, RawEvent
 from sparkcdc.capture.statement_kind import StatementKind, classify, savepoint_name, xa_xid
 from sparkcdc.capture.tablemap import TableMap, parse_table_map
 from sparkcdc.errors import DecodeError, UpstreamSetupError
+
+if TYPE_CHECKING:
+    from sparkcdc.capture.relay import RelayStream
 
 log = logging.getLogger(__name__)
 
@@ -412,7 +415,7 @@ class TxnStream:
     (``Offset.xa``): ``XA COMMIT`` names where the prepared rows are.
     """
 
-    def __init__(self, stream: BinlogStream, start: Offset, *, want_rows: bool = True) -> None:
+    def __init__(self, stream: BinlogStream | RelayStream, start: Offset, *, want_rows: bool = True) -> None:
         self.stream = stream
         self.file = start.file
         self.pos = start.pos

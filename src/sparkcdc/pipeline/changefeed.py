@@ -629,6 +629,7 @@ def start_changefeed(
         first_batch=_planned_from(state, running.last_end),
         # the driver raises an idle changefeed's chain state itself, beside Spark's offset log
         marks_dir=spark_checkpoint,
+        relay_dir=spec.relay_dir,
     )
     running.use_marks(spark_checkpoint)
     # A sink that orders parallel segments itself gets segments: each task decodes and writes one.

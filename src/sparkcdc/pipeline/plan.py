@@ -81,6 +81,9 @@ class SourceSpec:
     marks_dir: str = ""
     """The directory of the file the driver raises an idle changefeed's chain state in (``marks.py``);
     empty: the planner makes resolved batches itself."""
+    relay_dir: str = ""
+    """A server's binlog relay of the upstream (``capture/relay.py``): segment tasks on its host read
+    the binlog there while it holds their segment; empty: each task opens its own binlog dump."""
     first_batch: dict[str, Any] | None = None
     """``{"start", "end"}`` of a batch with rows an earlier run planned from this changefeed's start
     and may have published without committing (``planned.json``): the first batch ends where that
@@ -178,7 +181,7 @@ class Planner:
 
         self.spec = spec
         self.up = UpstreamConfig.from_uri(spec.upstream_uri)
-        self.scanner = Scanner(self.up)
+        self.scanner = Scanner(self.up, relay_dir=spec.relay_dir)
         self.clock = UpstreamClock(self.up)
         self._idle = False
         """The last scan found nothing new: the next one may advance the resolved ts."""
@@ -279,7 +282,7 @@ class Planner:
         ddl_txns: list[TxnInfo] = []
         total = 0
         until = self._first[1].key() if self._first is not None and self._first[0] == start else None
-        for txn in self.scanner.scan(start):
+        for txn in self.scanner.scan(start, until=head):
             if target is not None and txn.ts > target:
                 resolved = target  # every transaction up to target-ts is out
                 break
@@ -473,7 +476,12 @@ class Planner:
         if end.key() <= start.key():
             return BatchPlan(start, end)  # a resolved batch: no transaction in it
         cat = self.history.catalog_at(end.ts)
-        txns = [t for t in self.scanner.scan(start, stop=lambda t: t.end.key() >= end.key())]
+        txns = [
+            t
+            for t in self.scanner.scan(
+                start, stop=lambda t: t.end.key() >= end.key(), until=(end.file, end.pos)
+            )
+        ]
         txns = [t for t in txns if t.end.key() <= end.key()]
         if "ddl" in end_d:
             plan = BatchPlan(start, end, ddls=ddls_of(end_d) or [], is_ddl=True)

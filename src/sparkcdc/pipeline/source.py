@@ -79,6 +79,8 @@ class BinlogPartition(InputPartition):
     """``[[filter.event-filters]]`` (``event_filter.rule_specs``): row changes they drop are never yielded."""
     shapes_from: list[int] | None = None
     """``Offset.key()`` of where the schema history was bootstrapped: older rows may have other columns."""
+    relay_dir: str = ""
+    """The server's binlog relay of the upstream (``SourceSpec.relay_dir``), read where it holds the segment."""
 
     def __post_init__(self) -> None:
         InputPartition.__init__(self, None)
@@ -128,6 +130,7 @@ def iter_segment_batches(
         match=flt.match,
         time_zone=partition.time_zone,
         shapes_from=(partition.shapes_from[0], partition.shapes_from[1]) if partition.shapes_from else None,
+        relay_dir=partition.relay_dir,
     )
     last = shapes.last
     # Event filters drop row changes here, before any sink sees them (one ROWS event: one table, one op).
@@ -213,6 +216,7 @@ class BinlogStreamReader(DataSourceStreamReader):
                 len(plan.segments),
                 self.spec.event_filters,
                 self._shapes_from(),
+                self.spec.relay_dir,
             )
             for i, seg in enumerate(plan.segments)
         ]

@@ -40,3 +40,5 @@ class ChangefeedSpec:
     upstream_identity: dict[str, Any] | None = None
     """The upstream server the changefeed's offsets belong to, as the meta database records it (the
     server sets it; ``run`` keeps it in its data dir): a start on another server is refused."""
+    relay_dir: str = ""
+    """The server's binlog relay of the upstream (``capture/relay.py``; the server's runner sets it)."""

@@ -6,14 +6,18 @@ as a streaming query in this server's SparkSession (created on first use).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import re
 import socket
+import tempfile
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, Protocol
 
+from sparkcdc.capture.relay import RelayHub
 from sparkcdc.errors import ConfigError, PermanentError, SparkCdcError, TransientError
 from sparkcdc.pipeline.spec import ChangefeedSpec
 
@@ -178,13 +182,25 @@ class SparkChangefeedRunner:
     """Runs each changefeed as a streaming query in one lazily created SparkSession."""
 
     def __init__(
-        self, master: str | None = None, app_name: str = "sparkcdc-server", conf: dict[str, str] | None = None
+        self,
+        master: str | None = None,
+        app_name: str = "sparkcdc-server",
+        conf: dict[str, str] | None = None,
+        *,
+        relay_root: str | None = None,
     ) -> None:
+        """``relay_root``: where the binlog relays go (one per upstream, ``capture/relay.py``); by
+        default a folder of this process under the temporary directory, with a local master only
+        (a cluster's executors on other hosts could not read it). ``""``: no relay."""
         self.master = master or default_server_master()
         self.app_name = app_name
         self.conf = dict(conf or {})
         self._spark: Any = None
         self._lock = threading.Lock()
+        if relay_root is None and self.master.startswith("local"):
+            relay_root = os.path.join(tempfile.gettempdir(), f"sparkcdc-relay-{os.getpid()}")
+        self.relays: RelayHub | None = RelayHub(Path(relay_root)) if relay_root else None
+        """The server's binlog relays: a changefeed's segment tasks read its upstream's there."""
 
     def spark(self) -> Any:
         """The SparkSession (with sparkcdc's data source registered), created on first use."""
@@ -234,17 +250,61 @@ class SparkChangefeedRunner:
                 "install a complete sparkcdc",
                 code="CDC:ErrPipelineMissing",
             ) from exc
-        handle: RunningHandle = start_changefeed(
-            self.spark(), spec, on_progress, on_resolved=on_resolved, on_planned=on_planned
-        )
-        return handle
+        relays = self.relays
+        if relays is None:
+            handle: RunningHandle = start_changefeed(
+                self.spark(), spec, on_progress, on_resolved=on_resolved, on_planned=on_planned
+            )
+            return handle
+        uri = spec.upstream_uri
+        spec = dataclasses.replace(spec, relay_dir=relays.acquire(uri))
+        try:
+            handle = start_changefeed(
+                self.spark(), spec, on_progress, on_resolved=on_resolved, on_planned=on_planned
+            )
+        except BaseException:
+            relays.release(uri)
+            raise
+        return _RelayUser(handle, lambda: relays.release(uri))
 
     def shutdown(self) -> None:
-        """Stop the SparkSession if one was started."""
+        """Stop the SparkSession if one was started, and the binlog relays."""
         with self._lock:
             if self._spark is not None:
                 self._spark.stop()
                 self._spark = None
+        if self.relays is not None:
+            self.relays.close()
+
+
+class _RelayUser:
+    """A started changefeed that holds its upstream's relay until it is stopped."""
+
+    def __init__(self, handle: RunningHandle, release: Callable[[], None]) -> None:
+        self.handle = handle
+        self._release: Callable[[], None] | None = release
+        self._lock = threading.Lock()
+
+    def stop(self) -> None:
+        try:
+            self.handle.stop()
+        finally:
+            with self._lock:
+                release, self._release = self._release, None
+            if release is not None:
+                release()
+
+    def is_active(self) -> bool:
+        return self.handle.is_active()
+
+    def exception(self) -> SparkCdcError | None:
+        return self.handle.exception()
+
+    def finished(self) -> bool:
+        return self.handle.finished()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.handle, name)
 
 
 def _stopped(spark: Any) -> bool:

@@ -300,7 +300,15 @@ class RowReader:
 
     def _prepared_rows(self, at: Offset, txn: _Txn) -> Iterator[list[RowChange]]:
         """The rows of the XA transaction prepared at ``at``, as rows of ``txn`` (its XA COMMIT)."""
-        stream = BinlogStream(self.upstream, at.file, at.pos, blocking=False, heartbeat_s=self.heartbeat_s)
+        # Whole before the XA COMMIT that names it: a relay's stream (blocking) ends at its End too.
+        stream = binlog_stream(
+            self.upstream,
+            at.file,
+            at.pos,
+            blocking=bool(self.relay_dir),
+            heartbeat_s=self.heartbeat_s,
+            relay_dir=self.relay_dir,
+        )
         try:
             by_id: dict[int, tuple[TableMap, RowDecoder | None, TableInfo | None]] = {}
             began = False
@@ -594,13 +602,23 @@ class Scanner:
 
     def prepared_tables(self, at: Offset) -> set[tuple[str, str]]:
         """The tables the XA transaction prepared at ``at`` changes."""
-        stream = BinlogStream(self.upstream, at.file, at.pos, blocking=False, heartbeat_s=self.heartbeat_s)
+        relayed = bool(self.relay_dir)
+        stream = binlog_stream(
+            self.upstream,
+            at.file,
+            at.pos,
+            blocking=relayed,
+            heartbeat_s=self.heartbeat_s,
+            relay_dir=self.relay_dir,
+        )
         tables: set[tuple[str, str]] = set()
         try:
             for item in TxnStream(stream, at, want_rows=False).items():
                 if isinstance(item, TableMapItem):
                     tables.add((item.tm.schema, item.tm.table))
-                elif isinstance(item, (End, Idle)):
+                elif isinstance(item, End) or (isinstance(item, Idle) and not relayed):
+                    # The prepared transaction is whole before its XA COMMIT: a relay's idle (its
+                    # copy ends here for now) is not the binlog's end.
                     break
         finally:
             stream.close()

@@ -54,8 +54,9 @@ from typing import Any
 import pymysql
 
 from sparkcdc.capture import protocol as P
+from sparkcdc.capture.offset import Offset
 from sparkcdc.capture.protocol import BinlogStream, RawEvent, event_name
-from sparkcdc.capture.upstream import UpstreamConfig
+from sparkcdc.capture.upstream import UpstreamConfig, binary_logs
 from sparkcdc.errors import BinlogPurgedError, SparkCdcError, TransientError
 
 log = logging.getLogger(__name__)
@@ -118,7 +119,7 @@ def _touch(path: Path) -> None:
 
 
 class RelayWriter:
-    """Follows an upstream's binlog from its head with one blocking dump and appends it to ``directory``."""
+    """Follows an upstream's binlog with one blocking dump and appends it to ``directory``."""
 
     def __init__(
         self,
@@ -126,11 +127,15 @@ class RelayWriter:
         directory: Path,
         *,
         max_bytes: int = RELAY_MAX_BYTES,
+        backfill_bytes: int | None = None,
         heartbeat_s: float = 1.0,
     ) -> None:
+        """``backfill_bytes``: how much of the binlog before the head a new relay starts with at most
+        (whole files; default a quarter of ``max_bytes``)."""
         self.upstream = upstream
         self.directory = directory
         self.max_bytes = max_bytes
+        self.backfill_bytes = max_bytes // 4 if backfill_bytes is None else backfill_bytes
         self.heartbeat_s = heartbeat_s
         self.file: str | None = None
         """The binlog file being relayed and the position after its last stored event."""
@@ -222,14 +227,28 @@ class RelayWriter:
 
     # -- following ---------------------------------------------------------------------------
 
-    def _head(self) -> tuple[str, int]:
+    def _first_position(self) -> tuple[str, int]:
+        """Where a new relay starts: the start of the oldest binlog files that hold at most
+        ``backfill_bytes`` up to the head (a changefeed started a moment ago finds its start in the
+        relay), or the head when the current file alone holds more."""
         from sparkcdc.capture.start import master_status
 
         conn = self.upstream.connect()
         try:
-            return master_status(conn)
+            head = master_status(conn)
+            files = binary_logs(conn)
         finally:
             conn.close()
+        first = head
+        total = 0
+        for name, size in reversed(files):
+            if Offset(name, 4, 0).key() > Offset(*head, 0).key():
+                continue  # rotated after the head was read
+            total += size
+            if total > self.backfill_bytes:
+                break
+            first = (name, 4)
+        return first
 
     def _begin(self, server_id: int, checksum: bool) -> None:
         """A new relay: the directory emptied, ``relay.json`` with a new epoch."""
@@ -252,7 +271,7 @@ class RelayWriter:
     def _follow(self) -> None:
         resume = self.file is not None
         if not resume:
-            self.file, self.pos = self._head()
+            self.file, self.pos = self._first_position()
         file, pos = self.file, self.pos
         assert file is not None
         stream = BinlogStream(self.upstream, file, pos, blocking=True, heartbeat_s=self.heartbeat_s)

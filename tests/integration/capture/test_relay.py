@@ -126,10 +126,11 @@ def test_from_every_sampled_start_the_relay_sends_what_the_server_sends(
     upstream_db.execute("CREATE DATABASE IF NOT EXISTS early", "CREATE TABLE early.t (id INT PRIMARY KEY)")
     upstream_db.execute("INSERT INTO early.t VALUES (1), (2)")
     directory = tmp_path / relay_key(up)
-    writer = RelayWriter(up, directory, heartbeat_s=HEARTBEAT_S).start()
+    writer = RelayWriter(up, directory, heartbeat_s=HEARTBEAT_S, backfill_bytes=0).start()
     try:
         assert writer.started.wait(30), writer.error
         first = Offset(writer.file or "", writer.pos, 0)
+        assert first.key() > before.key()
         _workload(upstream_db, "relay_rw", seconds=6, rotations=3)
         _caught_up(writer, up)
         assert writer.error is None
@@ -175,7 +176,7 @@ def test_a_reader_goes_on_from_the_upstream_where_a_stopped_relay_ends(
 ) -> None:
     up = UpstreamConfig.from_uri(upstream_db.uri)
     directory = tmp_path / relay_key(up)
-    writer = RelayWriter(up, directory, heartbeat_s=HEARTBEAT_S).start()
+    writer = RelayWriter(up, directory, heartbeat_s=HEARTBEAT_S, backfill_bytes=0).start()
     stopped = False
     try:
         assert writer.started.wait(30), writer.error
@@ -225,7 +226,7 @@ def test_the_relay_keeps_at_most_its_bound_and_a_start_it_dropped_reads_the_upst
 ) -> None:
     up = UpstreamConfig.from_uri(upstream_db.uri)
     directory = tmp_path / relay_key(up)
-    writer = RelayWriter(up, directory, heartbeat_s=HEARTBEAT_S, max_bytes=64 << 10).start()
+    writer = RelayWriter(up, directory, heartbeat_s=HEARTBEAT_S, max_bytes=64 << 10, backfill_bytes=0).start()
     try:
         assert writer.started.wait(30), writer.error
         first = (writer.file or "", writer.pos)
@@ -251,5 +252,30 @@ def test_the_relay_keeps_at_most_its_bound_and_a_start_it_dropped_reads_the_upst
         got, relayed = _relay(directory, up, kept, 4)
         assert relayed > 0
         assert got == _server(up, kept, 4)
+    finally:
+        writer.stop()
+
+
+def test_a_new_relay_starts_with_the_recent_binlog_files_a_changefeed_may_start_in(
+    upstream_db: LocalMariaDB, tmp_path: Path
+) -> None:
+    up = UpstreamConfig.from_uri(upstream_db.uri)
+    upstream_db.execute("FLUSH BINARY LOGS")
+    upstream_db.execute("CREATE DATABASE IF NOT EXISTS recent", "CREATE TABLE recent.t (id INT PRIMARY KEY)")
+    conn = up.connect()
+    try:
+        before = master_status(conn)  # a changefeed created now starts here
+    finally:
+        conn.close()
+    upstream_db.execute("INSERT INTO recent.t VALUES (1), (2)")
+    directory = tmp_path / relay_key(up)
+    writer = RelayWriter(up, directory, heartbeat_s=HEARTBEAT_S, backfill_bytes=1 << 20).start()
+    try:
+        assert writer.started.wait(30), writer.error
+        _caught_up(writer, up)
+        assert (directory / f"{before[0]}.fde").exists()
+        got, relayed = _relay(directory, up, *before)
+        assert relayed > 0
+        assert got == _server(up, *before)
     finally:
         writer.stop()

@@ -197,6 +197,7 @@ class Worker:
     ) -> None:
         self.rng = random.Random(f"{seed}:{index}")
         self.index = index
+        self.database = database
         self.features = features
         self.gate = gate
         self.schema = schema
@@ -379,7 +380,7 @@ class Worker:
 
     def _xa_transaction(self, how: str) -> None:
         self.xid += 1
-        xid = f"'rw-{self.index}-{self.xid}'"
+        xid = f"'rw-{self.database}-{self.index}-{self.xid}'"  # XA ids are the server's: two runs at once differ
         self.stats.forms[how] += 1
         self._sql(f"XA START {xid}")
         try:

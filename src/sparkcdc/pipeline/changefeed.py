@@ -299,7 +299,7 @@ class RunningChangefeed:
     def _monitor(self) -> None:
         from sparkcdc.capture.reader import Scanner
 
-        scanner = Scanner(self.up)
+        scanner = Scanner(self.up, relay_dir=self.spec.relay_dir)
         try:
             self._watch(scanner)
         finally:
@@ -332,7 +332,7 @@ class RunningChangefeed:
                 self._report()
                 continue
             try:
-                scan = scanner.scan(end, max_bytes=1)
+                scan = scanner.scan(end, max_bytes=1, until=head)  # with a relay: read there
                 try:
                     nxt = next(scan, None)
                 finally:

@@ -44,6 +44,7 @@ import os
 import shutil
 import socket
 import struct
+import tempfile
 import threading
 import time
 import uuid
@@ -672,6 +673,27 @@ def binlog_stream(
     if relay_dir and blocking:
         return RelayStream(Path(relay_dir), upstream, file, pos, heartbeat_s=heartbeat_s)
     return BinlogStream(upstream, file, pos, blocking=blocking, heartbeat_s=heartbeat_s)
+
+
+def process_relay_root() -> Path:
+    """This process's folder for its relays (under the temporary directory). Folders of processes
+    that are gone (a server killed before it could remove its relays) are removed here."""
+    tmp = Path(tempfile.gettempdir())
+    for old in tmp.glob("sparkcdc-relay-*"):
+        pid = old.name.rsplit("-", 1)[-1]
+        if pid.isdigit() and int(pid) != os.getpid() and not _running(int(pid)):
+            shutil.rmtree(old, ignore_errors=True)
+    return tmp / f"sparkcdc-relay-{os.getpid()}"
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's
+    return True
 
 
 class RelayHub:

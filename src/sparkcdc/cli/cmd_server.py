@@ -38,6 +38,7 @@ def run(args: argparse.Namespace) -> int:
         advertise_addr=args.advertise_addr,
         max_changefeeds=args.max_changefeeds,
         error_stuck_seconds=args.error_stuck_seconds,
+        **({} if args.binlog_relay_mb is None else {"binlog_relay_mb": args.binlog_relay_mb}),
         debug=bool(getattr(args, "debug", False)),
     )
     return run_server(opts)
@@ -90,5 +91,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=DEFAULT_ERROR_STUCK_SECONDS,
         help="a changefeed that keeps failing with passing errors (upstream or sink down) for this long "
         "without progress goes to failed (default %(default)s; TiCDC's changefeed-error-stuck-duration)",
+    )
+    p.add_argument(
+        "--binlog-relay-mb",
+        type=int,
+        default=None,
+        help="with a local Spark master, the server reads each upstream's binlog once and keeps up to this "
+        "many MB of it on local disk for its changefeeds (default 256; 0: each reads its own)",
     )
     p.set_defaults(func=run)

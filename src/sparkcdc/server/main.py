@@ -12,6 +12,7 @@ import tempfile
 import uuid
 from dataclasses import dataclass, field
 
+from sparkcdc.capture.relay import RELAY_MAX_BYTES
 from sparkcdc.config.uri import redact_uri
 from sparkcdc.errors import ConfigError
 from sparkcdc.meta import MetaStore
@@ -49,6 +50,8 @@ class ServerOptions:
     """How long a changefeed may keep failing with passing errors, without progress, before it is failed."""
     debug: bool = False
     """Log the traceback of unexpected errors (``sparkcdc --debug server``)."""
+    binlog_relay_mb: int = RELAY_MAX_BYTES >> 20
+    """The binlog relay's bound per upstream (``capture/relay.py``; local Spark masters only); 0: none."""
 
 
 def parse_listen(listen: str, flag: str = "--listen") -> tuple[str, int]:
@@ -100,6 +103,10 @@ def check_options(opts: ServerOptions) -> tuple[str, int]:
     check_error_stuck_seconds(opts.error_stuck_seconds)
     if opts.auth_token is not None and not opts.auth_token.strip():
         raise ConfigError("--auth-token is empty: give a token or leave the flag out")
+    if opts.binlog_relay_mb < 0:
+        raise ConfigError(
+            f"invalid --binlog-relay-mb {opts.binlog_relay_mb}: give 0 (no relay) or more MB of binlog to keep"
+        )
     if opts.max_changefeeds is not None and opts.max_changefeeds < 0:
         raise ConfigError(
             f"invalid --max-changefeeds {opts.max_changefeeds}: give 0 (serve the API only) or more"
@@ -139,7 +146,10 @@ def run_server(opts: ServerOptions, runner: ChangefeedRunner | None = None) -> i
     metrics = ChangefeedMetrics()
     history = ChangefeedHistory(store, metrics, debug=opts.debug)
     runner = runner or SparkChangefeedRunner(
-        opts.spark_master, f"sparkcdc-server-{server_id[:8]}", opts.spark_conf
+        opts.spark_master,
+        f"sparkcdc-server-{server_id[:8]}",
+        opts.spark_conf,
+        relay_max_bytes=opts.binlog_relay_mb << 20,
     )
     scheduler = Scheduler(
         store,

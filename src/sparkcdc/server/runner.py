@@ -11,13 +11,11 @@ import logging
 import os
 import re
 import socket
-import tempfile
 import threading
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, Protocol
 
-from sparkcdc.capture.relay import RelayHub
+from sparkcdc.capture.relay import RELAY_MAX_BYTES, RelayHub, process_relay_root
 from sparkcdc.errors import ConfigError, PermanentError, SparkCdcError, TransientError
 from sparkcdc.pipeline.spec import ChangefeedSpec
 
@@ -187,19 +185,22 @@ class SparkChangefeedRunner:
         app_name: str = "sparkcdc-server",
         conf: dict[str, str] | None = None,
         *,
-        relay_root: str | None = None,
+        relay_max_bytes: int = RELAY_MAX_BYTES,
     ) -> None:
-        """``relay_root``: where the binlog relays go (one per upstream, ``capture/relay.py``); by
-        default a folder of this process under the temporary directory, with a local master only
-        (a cluster's executors on other hosts could not read it). ``""``: no relay."""
+        """``relay_max_bytes``: the bound of each upstream's binlog relay (``capture/relay.py``), kept in
+        a folder of this process under the temporary directory; with a local master only (a
+        cluster's executors on other hosts could not read it). 0: no relay."""
         self.master = master or default_server_master()
         self.app_name = app_name
         self.conf = dict(conf or {})
         self._spark: Any = None
         self._lock = threading.Lock()
-        if relay_root is None and self.master.startswith("local"):
-            relay_root = os.path.join(tempfile.gettempdir(), f"sparkcdc-relay-{os.getpid()}")
-        self.relays: RelayHub | None = RelayHub(Path(relay_root)) if relay_root else None
+        local = self.master.startswith("local")
+        self.relays: RelayHub | None = (
+            RelayHub(process_relay_root(), max_bytes=relay_max_bytes)
+            if local and relay_max_bytes > 0
+            else None
+        )
         """The server's binlog relays: a changefeed's segment tasks read its upstream's there."""
 
     def spark(self) -> Any:

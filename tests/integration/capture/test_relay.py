@@ -21,7 +21,7 @@ from sparkcdc.capture import protocol as P
 from sparkcdc.capture.offset import Offset
 from sparkcdc.capture.protocol import BinlogStream, RawEvent
 from sparkcdc.capture.reader import Scanner
-from sparkcdc.capture.relay import RelayStream, RelayWriter, relay_key
+from sparkcdc.capture.relay import RelayHub, RelayStream, RelayWriter, relay_key
 from sparkcdc.capture.start import head_offset, master_status
 from sparkcdc.capture.upstream import UpstreamConfig
 from sparkcdc.services.common import wait_until
@@ -279,3 +279,21 @@ def test_a_new_relay_starts_with_the_recent_binlog_files_a_changefeed_may_start_
         assert got == _server(up, *before)
     finally:
         writer.stop()
+
+
+def test_a_hub_keeps_one_relay_per_upstream_while_a_changefeed_holds_it(
+    upstream_db: LocalMariaDB, tmp_path: Path
+) -> None:
+    hub = RelayHub(tmp_path / "relays")
+    try:
+        first = hub.acquire(upstream_db.uri)
+        assert hub.acquire(upstream_db.uri) == first  # the second changefeed shares it
+        assert hub.users(upstream_db.uri) == 2
+        wait_until(lambda: (Path(first) / "alive").exists(), timeout=30, what="the relay following")
+        hub.release(upstream_db.uri)
+        assert (Path(first) / "alive").exists()  # one changefeed still holds it
+        hub.release(upstream_db.uri)
+        assert hub.users(upstream_db.uri) == 0
+        assert not Path(first).exists()  # stopped with the last one
+    finally:
+        hub.close()

@@ -616,7 +616,7 @@ def test_the_spark_runner_hands_both_durability_hooks_to_the_pipeline(
         return "handle"
 
     monkeypatch.setattr(pipeline, "start_changefeed", fake_start)
-    runner = SparkChangefeedRunner()
+    runner = SparkChangefeedRunner(relay_max_bytes=0)
     monkeypatch.setattr(runner, "spark", lambda: None)
 
     def resolved(ts: int, end: dict[str, Any]) -> None:
@@ -628,3 +628,44 @@ def test_the_spark_runner_hands_both_durability_hooks_to_the_pipeline(
     spec = ChangefeedSpec("cf-1", "mysql://u@h:1/", "file:///tmp/x?protocol=csv")
     assert runner.start(spec, lambda p: None, resolved, planned) == "handle"
     assert seen == {"on_resolved": resolved, "on_planned": planned}
+
+
+def test_the_spark_runner_gives_a_changefeed_its_upstream_s_relay_until_it_stops(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With a local master each changefeed gets the relay of its upstream; the last stop ends it.
+    (No upstream answers on the port: the relay keeps trying to connect, which is all this needs.)"""
+    import sparkcdc.pipeline.changefeed as pipeline
+    from sparkcdc.server.runner import SparkChangefeedRunner
+
+    specs: list[ChangefeedSpec] = []
+    stopped: list[str] = []
+
+    class Handle:
+        def __init__(self, cf: str) -> None:
+            self.cf = cf
+
+        def stop(self) -> None:
+            stopped.append(self.cf)
+
+    def fake_start(spark: Any, spec: ChangefeedSpec, on_progress: Any, **hooks: Any) -> Handle:
+        specs.append(spec)
+        return Handle(spec.changefeed_id)
+
+    monkeypatch.setattr(pipeline, "start_changefeed", fake_start)
+    runner = SparkChangefeedRunner("local[2]")
+    monkeypatch.setattr(runner, "spark", lambda: None)
+    upstream = "mysql://u@127.0.0.1:1/"
+    try:
+        a = runner.start(ChangefeedSpec("a", upstream, "file:///tmp/x?protocol=csv"), lambda p: None)
+        b = runner.start(ChangefeedSpec("b", upstream, "file:///tmp/y?protocol=csv"), lambda p: None)
+        assert specs[0].relay_dir and specs[0].relay_dir == specs[1].relay_dir
+        assert runner.relays is not None and runner.relays.users(upstream) == 2
+        a.stop()
+        a.stop()  # a second stop releases nothing more
+        assert stopped == ["a", "a"] and runner.relays.users(upstream) == 1
+        b.stop()
+        assert runner.relays.users(upstream) == 0
+    finally:
+        runner.shutdown()
+    assert SparkChangefeedRunner("spark://127.0.0.1:7077").relays is None  # executors elsewhere

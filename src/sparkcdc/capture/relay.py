@@ -268,6 +268,7 @@ class RelayWriter:
         tmp.write_text(json.dumps(meta))
         tmp.rename(self.directory / "relay.json")
         self._files = []
+        self._pending = None
 
     def _follow(self) -> None:
         resume = self.file is not None
@@ -413,13 +414,15 @@ class _RelayFile:
         if got is None:
             raise OSError(f"{name}.fde is cut short")
         self.fde = got[0]
-        self.fd = os.open(self.path, os.O_RDONLY)
-        self.ino = os.fstat(self.fd).st_ino
         idx = (directory / f"{name}.idx").read_bytes()
         n = len(idx) // _IDX.size
         self.index = [_IDX.unpack_from(idx, i * _IDX.size) for i in range(n)]
+        self.fd = os.open(self.path, os.O_RDONLY)
+        self.ino = os.fstat(self.fd).st_ino
         self.offset = 0
+        """The file offset of the next record (``_buf[_at:]`` holds it and what was read after it)."""
         self._buf = b""
+        self._at = 0
         self.rotated_to: str | None = None
         """After ``seek`` to the end of a rotated file: the file its rotate names."""
 
@@ -441,50 +444,52 @@ class _RelayFile:
         keys = [p for p, _ in self.index]
         i = bisect.bisect_right(keys, pos) - 1
         self.offset = self.index[i][1] if i >= 0 else 0
-        self._buf = b""
+        self._buf, self._at = b"", 0
         end = self.first
         last: RawEvent | None = None
         while True:
-            ev = self._peek()
-            if ev is None:
+            got = self._peek()
+            if got is None:
                 if last is not None and last.type == P.ROTATE_EVENT:
                     self.rotated_to = last.body[8:].decode()
                 return end == pos
+            ev, n = got
             start = _start_of(ev)
             if start == pos:
                 return True
             if start > pos:
                 return False
             end, last = ev.log_pos, ev
-            self._take()
+            self._take(n)
 
     def _fill(self) -> bool:
-        data = os.pread(self.fd, 1 << 20, self.offset + len(self._buf))
+        """Read on from the file; the bytes not parsed yet stay in front."""
+        data = os.pread(self.fd, 1 << 20, self.offset + len(self._buf) - self._at)
         if not data:
             return False
-        self._buf += data
+        self._buf = self._buf[self._at :] + data
+        self._at = 0
         return True
 
-    def _peek(self) -> RawEvent | None:
+    def _peek(self) -> tuple[RawEvent, int] | None:
         while True:
-            got = _parse(self._buf, 0)
+            got = _parse(self._buf, self._at)
             if got is not None:
-                return got[0]
+                return got
             if not self._fill():
                 return None
 
-    def _take(self) -> None:
-        got = _parse(self._buf, 0)
-        assert got is not None
-        self._buf = self._buf[got[1] :]
-        self.offset += got[1]
+    def _take(self, n: int) -> None:
+        self._at += n
+        self.offset += n
 
     def next_event(self) -> RawEvent | None:
         """The next relayed event, None at the relay's end for now."""
-        ev = self._peek()
-        if ev is not None:
-            self._take()
-        return ev
+        got = self._peek()
+        if got is None:
+            return None
+        self._take(got[1])
+        return got[0]
 
 
 def _parse(buf: bytes, at: int) -> tuple[RawEvent, int] | None:

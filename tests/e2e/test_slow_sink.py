@@ -8,11 +8,16 @@ default master, ``local[2]``, had two task slots on a 2-core machine: the two ha
 tasks took both, and the CSV changefeeds beside them stopped (the row did not arrive in 30 s).
 Now a server has more slots than cores and a changefeed's share of them is capped
 (``server.runner.server_spark_conf``).
+
+The server's binlog relay is bounded to 1 MB here, and more than that is written while the slow
+ones hang: the fast ones read the relay, the slow ones find their position gone from it and read
+the upstream themselves, and deliver every row (``capture/relay.py``).
 """
 
 from __future__ import annotations
 
 import json
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -117,7 +122,11 @@ def test_a_slow_sink_does_not_hold_back_the_changefeeds_beside_it(
         f"CREATE DATABASE {SCHEMA}",
         *(f"CREATE TABLE {SCHEMA}.{table_of(cf)} (id INT PRIMARY KEY, v VARCHAR(40))" for cf in slow + fast),
     )
-    server = ServerProc(f"sqlite:///{tmp_path / 'meta.db'}", tmp_path, lease=10).start(timeout=120)
+    mariadb.execute(f"CREATE TABLE {SCHEMA}.filler (id INT PRIMARY KEY, b LONGBLOB)")
+    # A binlog relay of 1 MB: while the slow ones hang, the binlog passes it (below)
+    server = ServerProc(
+        f"sqlite:///{tmp_path / 'meta.db'}", tmp_path, lease=10, extra=("--binlog-relay-mb", "1")
+    ).start(timeout=120)
     try:
         sinks = {cf: gate.url(cf) + f"?protocol=canal-json&timeout={int(HOLD) + 30}s" for cf in slow}
         sinks |= {cf: f"file://{tmp_path / cf}?protocol=csv" for cf in fast}
@@ -180,11 +189,41 @@ def test_a_slow_sink_does_not_hold_back_the_changefeeds_beside_it(
         wait_until(fast_ahead, timeout=30, interval=0.5, what="the fast checkpoints past the slow ones")
         assert all(now[cf]["state"] == "normal" for cf in slow + fast), now
 
+        # More than the relay holds is written meanwhile, in new binlog files: the relay drops the
+        # file the slow ones hang in, so they read the upstream themselves when they go on.
+        held_file = str(mariadb.query("SHOW MASTER STATUS")[0][0])
+        noise = "CONCAT(" + ", ".join(["RANDOM_BYTES(1024)"] * 64) + ")"  # 64 KB that do not compress
+        for k in range(5):
+            mariadb.execute(
+                *(f"INSERT INTO {SCHEMA}.filler VALUES ({k * 10 + i}, {noise})" for i in range(8)),
+                *(
+                    f"INSERT INTO {SCHEMA}.{table_of(cf)} VALUES ({100 + k}, '{cf}-bulk-{k}')"
+                    for cf in slow + fast
+                ),
+                "FLUSH BINARY LOGS",
+            )
+        wait_until(
+            lambda: all(in_csv_sink(tmp_path / cf, f"{cf}-bulk-4") for cf in fast),
+            timeout=60,
+            interval=0.2,
+            what="the rows written past the relay's bound in the fast sinks",
+            on_timeout=lambda: log_causes(server.log()),
+        )
+        assert server.proc is not None
+        relays = list(Path(tempfile.gettempdir(), f"sparkcdc-relay-{server.proc.pid}").glob("*/*.relay"))
+        assert relays, "the server keeps no binlog relay"
+        assert held_file not in {r.stem for r in relays}, f"the relay still holds {held_file}: {relays}"
+
         # the endpoint answers again: the slow ones deliver what they held and catch up
         gate.open.set()
         mariadb.execute(*(f"INSERT INTO {SCHEMA}.{table_of(cf)} VALUES (2, '{cf}-after')" for cf in slow))
         wait_until(
-            lambda: all(gate.received(f"{cf}-held") and gate.received(f"{cf}-after") for cf in slow),
+            lambda: all(
+                gate.received(f"{cf}-held")
+                and all(gate.received(f"{cf}-bulk-{k}") for k in range(5))
+                and gate.received(f"{cf}-after")
+                for cf in slow
+            ),
             timeout=120,
             interval=0.5,
             what="the held rows and the next ones at the endpoint",

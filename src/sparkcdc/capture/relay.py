@@ -517,6 +517,25 @@ def relay_meta(directory: Path, up: UpstreamConfig) -> dict[str, Any] | None:
     return meta
 
 
+def relay_tip(directory: Path, up: UpstreamConfig) -> tuple[str, int] | None:
+    """The newest relayed file and its size now: it changes whenever the relay stores an event.
+    None when no relay of ``up`` is alive there (the caller asks the upstream instead)."""
+    if relay_meta(directory, up) is None:
+        return None
+    newest: tuple[tuple[int, int], str] | None = None
+    try:
+        with os.scandir(directory) as entries:
+            for e in entries:
+                if e.name.endswith(".relay"):
+                    key = (Offset(e.name[: -len(".relay")], 0, 0).key(), e.name)
+                    newest = key if newest is None or key > newest else newest
+        if newest is None:
+            return None
+        return newest[1], os.stat(directory / newest[1]).st_size
+    except (OSError, ValueError):
+        return None
+
+
 class RelayStream:
     """The events ``BinlogStream(upstream, file, pos, blocking=True)`` yields, read from the relay
     in ``directory`` while it holds them, then from the upstream (``relay`` counts which)."""

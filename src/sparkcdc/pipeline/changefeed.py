@@ -20,9 +20,11 @@ import uuid
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from sparkcdc.capture.offset import Offset
+from sparkcdc.capture.relay import relay_tip
 from sparkcdc.capture.resolved import UpstreamClock
 from sparkcdc.capture.upstream import UpstreamConfig, check_upstream
 from sparkcdc.config.uri import redact_uri
@@ -317,13 +319,18 @@ class RunningChangefeed:
     def _watch(self, scanner: Any) -> None:
         from sparkcdc.pipeline.backlog import head_of
 
+        relay = Path(self.spec.relay_dir) if self.spec.relay_dir else None
+        tip = relay_tip(relay, self.up) if relay is not None else None
         self._probe_backlog()
         quiet: tuple[str, int, tuple[str, int]] | None = None  # (end, head) of a scan that found nothing
         while not self._stopped.wait(1.0):
             if self.query is not None and not self.query.isActive:
                 self.give_back_start_slot()  # it ended before its first batch
                 break
-            listed = self._probe_backlog()
+            # With the server's binlog relay: while its newest file did not grow since before the
+            # last listing (and it is alive), the binlog files did not either; the upstream is not asked.
+            was, tip = tip, relay_tip(relay, self.up) if relay is not None else None
+            listed = True if tip is not None and tip == was else self._probe_backlog()
             # The head the probe just listed: while it stays where a scan from the same end found
             # nothing, nothing was written since, and no binlog dump is opened to say so.
             end, head = self.last_end, head_of(self._probe.files) if listed else None

@@ -23,11 +23,13 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from sparkcdc.capture.ddl_kind import ddl_event_kinds
 from sparkcdc.capture.offset import Offset
 from sparkcdc.capture.reader import Scanner, TxnInfo, check_statement_rows
+from sparkcdc.capture.relay import relay_tip
 from sparkcdc.capture.resolved import UpstreamClock
 from sparkcdc.capture.txnstream import QueryItem
 from sparkcdc.capture.upstream import UpstreamConfig
@@ -236,8 +238,23 @@ class Planner:
         if quiet is None or (quiet[0], quiet[1]) != (start.file, start.pos) or self._finished_at(start):
             return False
         deadline = time.monotonic() + wait
+        # With the server's binlog relay, a poll first looks at the relay's newest file: while it
+        # did not grow (and the relay is alive), nothing was written, and the upstream is not asked.
+        # Its state is taken before the head is read once: a write after that read grows it.
+        tip = None if not self.spec.relay_dir else (lambda: relay_tip(Path(self.spec.relay_dir), self.up))
+        seen = None
+        if tip is not None:
+            seen = tip()
+            head = self.clock.binlog_head()
+            if head is None or head != quiet[2]:
+                return True
         while (left := deadline - time.monotonic()) > 0:
             time.sleep(min(HEAD_POLL_S, left))  # the polling period of the head; the deadline bounds it
+            if tip is not None:
+                now = tip()
+                if now is not None and now == seen:
+                    continue
+                seen = now
             head = self.clock.binlog_head()
             if head is None or head != quiet[2]:
                 return True

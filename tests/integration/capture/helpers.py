@@ -30,10 +30,15 @@ def read_all(db: LocalMariaDB, start: Offset, schema: str | None = None, tz: str
 
 
 def planner(
-    db: LocalMariaDB, tmp_path: Path, start: Offset, target_ts: int | None = None, marks_dir: str = ""
+    db: LocalMariaDB,
+    tmp_path: Path,
+    start: Offset,
+    target_ts: int | None = None,
+    marks_dir: str = "",
+    relay_dir: str = "",
 ) -> Planner:
     """A batch planner of a changefeed starting at ``start`` (``marks_dir``: the driver raises its
-    idle chain state there)."""
+    idle chain state there; ``relay_dir``: a binlog relay of ``db``, ``capture/relay.py``)."""
     spec = SourceSpec(
         changefeed_id="resolved",
         upstream_uri=db.uri,
@@ -41,6 +46,7 @@ def planner(
         history_path=str(tmp_path / "schema_history.jsonl"),
         target_ts=target_ts,
         marks_dir=marks_dir,
+        relay_dir=relay_dir,
     )
     return Planner(spec)
 

@@ -19,6 +19,7 @@ import pytest
 
 from sparkcdc.capture.offset import Offset
 from sparkcdc.capture.reader import RowReader, TableShapes
+from sparkcdc.capture.relay import RelayWriter
 from sparkcdc.capture.start import head_offset
 from sparkcdc.model import RowChange
 from sparkcdc.model.ts import physical_ms
@@ -73,20 +74,28 @@ class Driver:
 
 @contextmanager
 def _idle_feed(
-    db: LocalMariaDB, schema: str, tmp_path: Path, target_after: int | None = None
+    db: LocalMariaDB, schema: str, tmp_path: Path, target_after: int | None = None, relay: bool = False
 ) -> Iterator[tuple[Offset, Driver, Planner]]:
     """A table ``t`` in ``schema``, then a changefeed from the binlog head: its start, its driver
-    side and its planner (with ``target_after``: target-ts that far above the start)."""
+    side and its planner (with ``target_after``: target-ts that far above the start; with
+    ``relay``: the planner reads a binlog relay of ``db``, as under a server)."""
     db.execute(f"CREATE TABLE `{schema}`.t (id INT PRIMARY KEY)")
     start = head_offset(upstream(db))
     target = start.ts + target_after if target_after is not None else None
+    writer = RelayWriter(upstream(db), tmp_path / "relay").start() if relay else None
+    if writer is not None:
+        assert writer.started.wait(30), writer.error
     driver = Driver(db, tmp_path, start, target_ts=target)
-    planner = make_planner(db, tmp_path, start, marks_dir=driver.marks_dir)
+    planner = make_planner(
+        db, tmp_path, start, marks_dir=driver.marks_dir, relay_dir=str(tmp_path / "relay") if relay else ""
+    )
     try:
         yield start, driver, planner
     finally:
         planner.clock.close()
         driver.running.stop()
+        if writer is not None:
+            writer.stop()
 
 
 def _commit_ts(db: LocalMariaDB, plan: BatchPlan, schema: str) -> list[int]:
@@ -177,15 +186,28 @@ def test_a_mark_stops_at_target_ts_and_finishes_the_changefeed(
         assert planner.next_batch(start) is None, "nothing is planned past target-ts"
 
 
+@pytest.mark.parametrize("relay", [False, True], ids=["upstream", "relay"])
 def test_an_idle_ask_waits_for_a_write_while_the_driver_marks(
-    mariadb: LocalMariaDB, fresh_db: str, tmp_path: Path
+    mariadb: LocalMariaDB, fresh_db: str, tmp_path: Path, relay: bool
 ) -> None:
     # The source's latestOffset waits on an idle binlog (Planner.next_batch's ``wait``): without
     # the marks lock, so the driver publishes resolved marks meanwhile; a write ends the wait.
-    with _idle_feed(mariadb, fresh_db, tmp_path) as (start, driver, planner):
+    # With a relay, the wait reads the head once and then watches the relay's newest file.
+    with _idle_feed(mariadb, fresh_db, tmp_path, relay=relay) as (start, driver, planner):
+        heads = 0
+        read_head = planner.clock.binlog_head
+
+        def counted() -> tuple[str, int] | None:
+            nonlocal heads
+            heads += 1
+            return read_head()
+
+        planner.clock.binlog_head = counted  # type: ignore[method-assign]
         got: list[BatchPlan | None] = []
         asker = threading.Thread(target=lambda: got.append(planner.next_batch(start, wait=120)), daemon=True)
-        assert planner.next_batch(start, wait=0.3) is None, "nothing written: no batch after the wait"
+        assert planner.next_batch(start, wait=1.0) is None, "nothing written: no batch after the wait"
+        # the plan reads the head once; the wait five times from the upstream, or once beside the relay
+        assert heads == (2 if relay else 6), heads
         asker.start()
         driver.mark()
         driver.mark()  # the next upstream second: two marks while the ask waits

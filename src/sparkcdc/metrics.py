@@ -247,3 +247,35 @@ class ChangefeedMetrics:
     def exposition(self) -> bytes:
         """The registry in Prometheus' text format."""
         return bytes(generate_latest(self.registry))
+
+
+class RelayCollector:
+    """The server's binlog relays on ``/metrics`` (``capture.relay.RelayHub.status``)."""
+
+    def __init__(self, status: Any) -> None:
+        self._status = status
+
+    def collect(self) -> Any:
+        from prometheus_client.core import GaugeMetricFamily
+
+        up = GaugeMetricFamily(
+            "sparkcdc_binlog_relay_up",
+            "1 while the server's binlog relay follows the upstream; 0 after it stopped "
+            "(its changefeeds then read the upstream themselves; the server log says why)",
+            labels=["upstream"],
+        )
+        held = GaugeMetricFamily(
+            "sparkcdc_binlog_relay_bytes", "binlog bytes the relay holds on local disk", labels=["upstream"]
+        )
+        users = GaugeMetricFamily(
+            "sparkcdc_binlog_relay_changefeeds",
+            "running changefeeds that read the relay",
+            labels=["upstream"],
+        )
+        for r in self._status():
+            up.add_metric([r["upstream"]], 1.0 if r["following"] else 0.0)
+            held.add_metric([r["upstream"]], float(r["bytes"]))
+            users.add_metric([r["upstream"]], float(r["changefeeds"]))
+        yield up
+        yield held
+        yield users

@@ -13,6 +13,7 @@ binlog dump connection, the relay's; no segment task and no planner scan opens o
 from __future__ import annotations
 
 import threading
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -136,6 +137,11 @@ def test_two_changefeeds_on_one_relay_each_equal_the_native_replica(oracle: Orac
                 what="both changefeeds past the end of the workloads",
                 on_timeout=lambda: log_causes(server.log()),
             )
+        with urllib.request.urlopen(f"{server.url}/metrics", timeout=10) as resp:
+            exposed = resp.read().decode()
+        shown = f'upstream="mysql://root:xxxxx@127.0.0.1:{up.port}/"'
+        assert f"sparkcdc_binlog_relay_up{{{shown}}} 1.0" in exposed, exposed[-2000:]
+        assert f"sparkcdc_binlog_relay_changefeeds{{{shown}}} 2.0" in exposed
         problems = diff_databases(oracle.replica, downstream, list(DATABASES))
         assert not problems, "\n".join(problems)
         for what, watch in (

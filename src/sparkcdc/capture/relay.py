@@ -757,6 +757,26 @@ class RelayHub:
         writer.stop()
         log.info("binlog relay of %s stopped", writer.upstream.redacted)
 
+    def status(self) -> list[dict[str, Any]]:
+        """Each relay: its upstream (no password), whether it follows, where, and the bytes it holds."""
+        with self._lock:
+            relays = [(w, n) for w, n in self._relays.values()]
+        out = []
+        for w, users in relays:
+            held = sum(p.stat().st_size for p in w.directory.glob("*.relay") if p.exists())
+            out.append(
+                {
+                    "upstream": w.upstream.redacted,
+                    "following": w.alive and w.error is None,
+                    "file": w.file,
+                    "pos": w.pos,
+                    "bytes": held,
+                    "changefeeds": users,
+                    "error": str(w.error) if w.error is not None else None,
+                }
+            )
+        return out
+
     def users(self, upstream_uri: str) -> int:
         """How many running changefeeds hold the upstream's relay."""
         with self._lock:

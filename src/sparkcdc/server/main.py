@@ -16,7 +16,7 @@ from sparkcdc.capture.relay import RELAY_MAX_BYTES
 from sparkcdc.config.uri import redact_uri
 from sparkcdc.errors import ConfigError
 from sparkcdc.meta import MetaStore
-from sparkcdc.metrics import ChangefeedMetrics
+from sparkcdc.metrics import ChangefeedMetrics, RelayCollector
 from sparkcdc.pipeline.restart import DEFAULT_ERROR_STUCK_SECONDS, check_error_stuck_seconds
 from sparkcdc.server.app import ServerState, create_app
 from sparkcdc.server.history import ChangefeedHistory
@@ -151,6 +151,9 @@ def run_server(opts: ServerOptions, runner: ChangefeedRunner | None = None) -> i
         opts.spark_conf,
         relay_max_bytes=opts.binlog_relay_mb << 20,
     )
+    relays = getattr(runner, "relays", None)
+    if relays is not None:
+        metrics.registry.register(RelayCollector(relays.status))
     scheduler = Scheduler(
         store,
         runner,

@@ -35,8 +35,11 @@ from sparkcdc.capture.offset import Offset
 from sparkcdc.capture.protocol import BinlogStream
 from sparkcdc.capture.reader import RowReader, TableShapes
 from sparkcdc.capture.relay import RelayStream, RelayWriter, relay_key
-from sparkcdc.capture.start import head_offset, master_status
-from sparkcdc.capture.upstream import UpstreamConfig
+from sparkcdc.capture.start import head_offset
+from sparkcdc.capture.upstream import (
+    UpstreamConfig,
+    master_status,
+)
 from sparkcdc.model import RowChange
 from sparkcdc.services.common import wait_until
 from sparkcdc.services.mariadb import LocalMariaDB

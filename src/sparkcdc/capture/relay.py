@@ -57,7 +57,7 @@ import pymysql
 from sparkcdc.capture import protocol as P
 from sparkcdc.capture.offset import Offset
 from sparkcdc.capture.protocol import BinlogStream, RawEvent, event_name
-from sparkcdc.capture.upstream import UpstreamConfig, binary_logs
+from sparkcdc.capture.upstream import UpstreamConfig, binary_logs, master_status
 from sparkcdc.errors import BinlogPurgedError, SparkCdcError, TransientError
 
 log = logging.getLogger(__name__)
@@ -232,8 +232,6 @@ class RelayWriter:
         """Where a new relay starts: the start of the oldest binlog files that hold at most
         ``backfill_bytes`` up to the head (a changefeed started a moment ago finds its start in the
         relay), or the head when the current file alone holds more."""
-        from sparkcdc.capture.start import master_status
-
         conn = self.upstream.connect()
         try:
             head = master_status(conn)

@@ -119,7 +119,7 @@ class UpstreamClock:
     def binlog_head(self) -> tuple[str, int] | None:
         """The binlog's end now (``SHOW MASTER STATUS`` over the kept connection), None when the
         upstream does not tell (the caller then scans the binlog instead)."""
-        from sparkcdc.capture.start import master_status
+        from sparkcdc.capture.upstream import master_status
 
         if self._no_head:
             return None

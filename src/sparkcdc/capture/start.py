@@ -20,22 +20,19 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-import pymysql
-
 from sparkcdc.capture.gtid import MysqlGtidSet, parse_start_gtid
 from sparkcdc.capture.offset import Offset, file_seq, file_start_ts
 from sparkcdc.capture.protocol import BinlogStream
 from sparkcdc.capture.reader import Scanner
 from sparkcdc.capture.txnstream import Idle, TxnStream, first_event_info
 from sparkcdc.capture.upstream import (
-    ER_SPECIFIC_ACCESS_DENIED,
     UpstreamConfig,
     binary_logs,
     check_upstream,
-    query_one,
+    master_status,
     server_version,
 )
-from sparkcdc.errors import BinlogPurgedError, ConfigError, UpstreamSetupError
+from sparkcdc.errors import BinlogPurgedError, ConfigError
 
 
 def resolve_start_offset(
@@ -248,27 +245,3 @@ def _first_info(up: UpstreamConfig, name: str) -> dict[str, int | None]:
     if info["fde_ts"] is None:
         raise BinlogPurgedError(f"binlog file {name} has no format description event")
     return info
-
-
-def master_status(conn: pymysql.connections.Connection) -> tuple[str, int]:
-    """The current end of the binlog (a transaction boundary).
-
-    Asked with the statement the server has (``ServerVersion.binlog_status_sql``): SHOW BINARY LOG
-    STATUS on MySQL 8.2+ (8.4 removed SHOW MASTER STATUS), SHOW MASTER STATUS elsewhere.
-    """
-    sql = server_version(conn).binlog_status_sql
-    try:
-        row = query_one(conn, sql)
-    except pymysql.err.OperationalError as exc:
-        if exc.args and exc.args[0] == ER_SPECIFIC_ACCESS_DENIED:
-            user = getattr(conn, "user", "the CDC user")
-            if isinstance(user, bytes):
-                user = user.decode("utf-8", "replace")
-            raise UpstreamSetupError(
-                f"{sql} was refused: {exc.args[-1]}; run GRANT REPLICATION SLAVE, "
-                f"REPLICATION CLIENT ON *.* TO {user!r}@'%'"
-            ) from exc
-        raise
-    if not row:
-        raise UpstreamSetupError(f"{sql} returned nothing: binary logging is off upstream")
-    return str(row[0]), int(row[1])

@@ -565,6 +565,30 @@ def check_privileges(grants: str, up: UpstreamConfig) -> None:
         )
 
 
+def master_status(conn: pymysql.connections.Connection) -> tuple[str, int]:
+    """The current end of the binlog (a transaction boundary).
+
+    Asked with the statement the server has (``ServerVersion.binlog_status_sql``): SHOW BINARY LOG
+    STATUS on MySQL 8.2+ (8.4 removed SHOW MASTER STATUS), SHOW MASTER STATUS elsewhere.
+    """
+    sql = server_version(conn).binlog_status_sql
+    try:
+        row = query_one(conn, sql)
+    except pymysql.err.OperationalError as exc:
+        if exc.args and exc.args[0] == ER_SPECIFIC_ACCESS_DENIED:
+            user = getattr(conn, "user", "the CDC user")
+            if isinstance(user, bytes):
+                user = user.decode("utf-8", "replace")
+            raise UpstreamSetupError(
+                f"{sql} was refused: {exc.args[-1]}; run GRANT REPLICATION SLAVE, "
+                f"REPLICATION CLIENT ON *.* TO {user!r}@'%'"
+            ) from exc
+        raise
+    if not row:
+        raise UpstreamSetupError(f"{sql} returned nothing: binary logging is off upstream")
+    return str(row[0]), int(row[1])
+
+
 def binary_logs(conn: pymysql.connections.Connection) -> list[tuple[str, int]]:
     """The binlog files the server still has, oldest first, with their sizes."""
     with conn.cursor() as cur:

@@ -12,8 +12,8 @@ from collections.abc import Callable
 from typing import Any
 
 from sparkcdc.capture.offset import Offset, base_ts, file_seq
-from sparkcdc.capture.start import master_status, query_tso, resolve_start_offset
-from sparkcdc.capture.upstream import UpstreamConfig, query_one
+from sparkcdc.capture.start import query_tso, resolve_start_offset
+from sparkcdc.capture.upstream import UpstreamConfig, master_status, query_one
 from sparkcdc.errors import ConfigError, TransientError, UpstreamSetupError
 from sparkcdc.pipeline.state import StateDir, open_history_store, split_location
 

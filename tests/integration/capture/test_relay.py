@@ -22,8 +22,8 @@ from sparkcdc.capture.offset import Offset
 from sparkcdc.capture.protocol import BinlogStream, RawEvent
 from sparkcdc.capture.reader import Scanner
 from sparkcdc.capture.relay import RelayHub, RelayStream, RelayWriter, relay_key
-from sparkcdc.capture.start import head_offset, master_status
-from sparkcdc.capture.upstream import UpstreamConfig
+from sparkcdc.capture.start import head_offset
+from sparkcdc.capture.upstream import UpstreamConfig, master_status
 from sparkcdc.services.common import wait_until
 from sparkcdc.services.mariadb import LocalMariaDB
 from tests.oracle.random_workload import run_random

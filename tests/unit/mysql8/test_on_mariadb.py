@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from sparkcdc.capture.start import master_status, offset_for_gtid
-from sparkcdc.capture.upstream import UpstreamConfig, check_upstream, server_version
+from sparkcdc.capture.start import offset_for_gtid
+from sparkcdc.capture.upstream import UpstreamConfig, check_upstream, master_status, server_version
 from sparkcdc.errors import UpstreamSetupError
 from sparkcdc.services.mariadb import LocalMariaDB
 

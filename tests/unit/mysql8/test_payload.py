@@ -19,6 +19,7 @@ import pytest
 from sparkcdc.capture import payload as PL
 from sparkcdc.capture import protocol as P
 from sparkcdc.capture import reader as R
+from sparkcdc.capture import relay
 from sparkcdc.capture.offset import Offset
 from sparkcdc.capture.protocol import RawEvent
 from sparkcdc.capture.txnstream import Begin, End, Idle, RowsItem, TableMapItem, TxnStream
@@ -168,7 +169,7 @@ EXPECTED = [
 
 
 def read_rows(monkeypatch: pytest.MonkeyPatch, events: list[bytes], **kw: Any) -> list[Any]:
-    monkeypatch.setattr(R, "BinlogStream", lambda *a, **k: FakeStream(events))
+    monkeypatch.setattr(relay, "BinlogStream", lambda *a, **k: FakeStream(events))  # RowReader opens it there
     reader = R.RowReader(UP, Offset(FILE, START, 0), blocking=False, **kw)
     return list(reader.events())
 

@@ -12,8 +12,13 @@ from typing import Any
 import pymysql
 import pytest
 
-from sparkcdc.capture.start import master_status
-from sparkcdc.capture.upstream import ServerVersion, UpstreamConfig, check_privileges, check_setup
+from sparkcdc.capture.upstream import (
+    ServerVersion,
+    UpstreamConfig,
+    check_privileges,
+    check_setup,
+    master_status,
+)
 from sparkcdc.errors import UpstreamSetupError
 
 MYSQL84 = ServerVersion.parse("8.4.3")

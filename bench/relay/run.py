@@ -124,6 +124,7 @@ def main(argv: list[str] | None = None) -> int:
             lambda: (writer.file, writer.pos) == head or writer.error is not None,
             timeout=600,
             what="the relay",
+            interval=0.005,
         )
         caught = time.perf_counter() - t0
         assert writer.error is None, writer.error

@@ -166,8 +166,9 @@ class RelayWriter:
         self._thread.start()
         return self
 
-    def stop(self, timeout: float = 10.0) -> None:
-        """Stop following: readers read the upstream from now on. The files are removed."""
+    def stop(self, timeout: float = 10.0, *, remove: bool = True) -> None:
+        """Stop following: readers read the upstream from now on. The files are removed unless
+        ``remove`` is false (as a relay that died leaves them)."""
         self._stop.set()
         stream = self._stream
         if stream is not None:
@@ -176,7 +177,8 @@ class RelayWriter:
             self._thread.join(timeout)
         if not self.alive:
             self._close_file()
-        shutil.rmtree(self.directory, ignore_errors=True)
+        if remove:
+            shutil.rmtree(self.directory, ignore_errors=True)
 
     @property
     def alive(self) -> bool:

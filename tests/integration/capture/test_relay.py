@@ -177,7 +177,6 @@ def test_a_reader_goes_on_from_the_upstream_where_a_stopped_relay_ends(
     up = UpstreamConfig.from_uri(upstream_db.uri)
     directory = tmp_path / relay_key(up)
     writer = RelayWriter(up, directory, heartbeat_s=HEARTBEAT_S, backfill_bytes=0).start()
-    stopped = False
     try:
         assert writer.started.wait(30), writer.error
         start = (writer.file or "", writer.pos)
@@ -193,12 +192,7 @@ def test_a_reader_goes_on_from_the_upstream_where_a_stopped_relay_ends(
         events = reader.events()
         head = [next(events) for _ in range(10)]
         # The relay stops (its files stay, its liveness goes); more is written after it.
-        writer._stop.set()
-        if writer._stream is not None:
-            writer._stream.close()
-        assert writer._thread is not None
-        writer._thread.join(10)
-        stopped = True
+        writer.stop(remove=False)
         upstream_db.execute("FLUSH BINARY LOGS")
         upstream_db.execute(*(f"INSERT INTO splice.t VALUES ({i}, 'after')" for i in range(100, 120)))
         conn = up.connect()
@@ -215,10 +209,7 @@ def test_a_reader_goes_on_from_the_upstream_where_a_stopped_relay_ends(
         positioned = sum(1 for ev in want if ev.log_pos)
         assert 10 <= relayed < positioned, (relayed, positioned)
     finally:
-        if not stopped:
-            writer.stop()
-        else:
-            writer.stop(timeout=1)
+        writer.stop()
 
 
 def test_the_relay_keeps_at_most_its_bound_and_a_start_it_dropped_reads_the_upstream(

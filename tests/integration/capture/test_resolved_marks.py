@@ -84,7 +84,16 @@ def _idle_feed(
     target = start.ts + target_after if target_after is not None else None
     writer = RelayWriter(upstream(db), tmp_path / "relay").start() if relay else None
     if writer is not None:
-        assert writer.started.wait(30), writer.error
+        # It starts with the recent binlog files (the session's server has written a lot): the
+        # wait below counts on a relay that holds the head, so it grows only with new writes.
+        file, pos = db.query("SHOW MASTER STATUS")[0][:2]
+        head = Offset(str(file), int(pos), 0).key()
+        wait_until(
+            lambda: writer.error is not None or Offset(writer.file or "", writer.pos, 0).key() >= head,
+            timeout=60,
+            what="the relay at the binlog head",
+        )
+        assert writer.error is None, writer.error
     driver = Driver(db, tmp_path, start, target_ts=target)
     planner = make_planner(
         db, tmp_path, start, marks_dir=driver.marks_dir, relay_dir=str(tmp_path / "relay") if relay else ""

@@ -124,6 +124,7 @@ SERVER_CASES = [
         ("secret-access-key=xxxxx", "cannot write to the data dir"),
     ),
     Case("max-changefeeds-negative", ("--max-changefeeds", "-1"), ("--max-changefeeds -1", "0")),
+    Case("binlog-relay-mb-negative", ("--binlog-relay-mb", "-5"), ("--binlog-relay-mb -5", "0 (no relay)")),
     Case("lease-seconds-text", ("--lease-seconds", "abc"), ("--lease-seconds", "'abc'")),
     Case(
         "spark-conf-no-value",

@@ -291,10 +291,14 @@ class ChangeStreamDataSource(DataSource):
 
     def schema(self) -> StructType:
         """CHANGE_SCHEMA, or the typed table's columns with _op, _commit_ts and _seq."""
+        _spec, table = self._prepare()
+        if table is None:
+            return CHANGE_SCHEMA
+        # Imported here: the typed schema comes from Arrow types, which the untyped stream's source
+        # runner (a process per query) does without (pipeline/runner_site).
         from sparkcdc.pipeline.spark_types import typed_schema
 
-        _spec, table = self._prepare()
-        return CHANGE_SCHEMA if table is None else typed_schema(TableInfo.from_dict(table))
+        return typed_schema(TableInfo.from_dict(table))
 
     def streamReader(self, schema: StructType) -> ChangeStreamReader:
         """The stream reader (the schema is the source's own: a user schema is refused)."""

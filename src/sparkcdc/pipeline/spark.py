@@ -218,6 +218,10 @@ def get_spark(
     return spark
 
 
+RUNNER_SITE = Path(__file__).with_name("runner_site")
+"""The folder of the ``sitecustomize`` of the processes Spark starts for a registered source."""
+
+
 def register_data_source(spark: Any, source: Any) -> None:
     """``spark.dataSource.register(source)``, with the source's environment in a concurrent map.
 
@@ -231,12 +235,18 @@ def register_data_source(spark: Any, source: Any) -> None:
     that reads the source fails to deserialize (``java.io.OptionalDataException``), so a
     changefeed whose sink reads rows from the source fails after its retries. A
     ``ConcurrentHashMap`` takes concurrent puts and serializes without a size.
+
+    The environment puts ``RUNNER_SITE`` first on the ``PYTHONPATH`` of every Python process
+    Spark starts for the source (its ``sitecustomize`` keeps PyArrow out of each streaming query's
+    source runner: see that module).
     """
     from pyspark.core.rdd import _prepare_for_python_RDD
 
     sc = spark.sparkContext
     jvm = sc._jvm
     pickled, broadcast_vars, env, includes = _prepare_for_python_RDD(sc, source)
+    # A copy: ``env`` is the context's own map, which every other Python function also takes.
+    env = {**env, "PYTHONPATH": os.pathsep.join(p for p in (str(RUNNER_SITE), env.get("PYTHONPATH")) if p)}
     function = jvm.SimplePythonFunction(
         bytearray(pickled),
         jvm.java.util.concurrent.ConcurrentHashMap(env),

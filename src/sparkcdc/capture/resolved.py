@@ -24,6 +24,7 @@ after the second (minus the margin) turned: the bound cannot move in between.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
 from decimal import Decimal
@@ -77,6 +78,15 @@ class UpstreamClock:
         self._next_at = 0.0
         self._warned = False
         self._no_head = False
+
+    def monotonic(self) -> float:
+        """The clock this one times its readings with (``time.monotonic`` unless a test gives one)."""
+        return self._monotonic()
+
+    @property
+    def next_at(self) -> float:
+        """When (``monotonic``) a reading could give a larger bound than the last one."""
+        return self._next_at
 
     def due(self) -> bool:
         """Whether a reading now could give a larger bound than the last one."""
@@ -170,3 +180,99 @@ class UpstreamClock:
                 conn.close()
             except pymysql.err.Error:
                 pass  # already broken; nothing to release
+
+
+class SharedClock:
+    """One ``UpstreamClock`` reading per upstream second for every changefeed of a process.
+
+    Each idle changefeed's marker reads the clock, then the binlog head, once per upstream second
+    (``RunningChangefeed.mark``). Twenty changefeeds on one upstream asked it forty times a second
+    (``INNODB_TRX`` and ``SHOW MASTER STATUS``) for the same answer. Here the first marker of a
+    second reads both, in that order, over one kept connection; the others take that reading.
+
+    A reading taken before a changefeed's own scan serves it as well as one taken after: the mark
+    raises only when the head of the reading equals the head its last empty scan started from, so
+    every transaction in the binlog at the clock reading lies before that changefeed's end.
+    """
+
+    def __init__(self, up: UpstreamConfig, monotonic: Callable[[], float] = time.monotonic) -> None:
+        self.clock = UpstreamClock(up, monotonic)
+        self._lock = threading.Lock()
+        self._reading: tuple[int | None, tuple[str, int] | None, float] | None = None
+        self.users = 0
+
+    def read(self) -> tuple[int | None, tuple[str, int] | None, float]:
+        """``(bound, head, next_at)``: the bound (None when the upstream cannot tell), the head read
+        after it (None when not read) and when a reading could give a larger bound."""
+        with self._lock:
+            if self._reading is None or self.clock.due():
+                bound = self.clock.resolved_bound()
+                head = self.clock.binlog_head() if bound is not None else None
+                self._reading = (bound, head, self.clock.next_at)
+            return self._reading
+
+    def close(self) -> None:
+        with self._lock:
+            self._reading = None
+            self.clock.close()
+
+
+class SharedClockUser:
+    """A changefeed's view of a ``SharedClock``, with ``UpstreamClock``'s interface for its marker.
+
+    ``resolved_bound`` takes the shared reading of this upstream second (or makes it), and
+    ``binlog_head`` gives the head of that same reading: read after its clock, as the mark needs.
+    """
+
+    def __init__(self, shared: SharedClock, release: Callable[[], None]) -> None:
+        self._shared = shared
+        self._release = release
+        self._next_at = 0.0
+        self._head: tuple[str, int] | None = None
+        self._closed = False
+
+    def _now(self) -> float:
+        return self._shared.clock.monotonic()
+
+    def due(self) -> bool:
+        return self._now() >= self._next_at
+
+    def until_due(self) -> float:
+        return max(0.0, self._next_at - self._now())
+
+    def resolved_bound(self) -> int | None:
+        bound, self._head, self._next_at = self._shared.read()
+        return bound
+
+    def binlog_head(self) -> tuple[str, int] | None:
+        """The head of the reading ``resolved_bound`` last took (read after its clock)."""
+        return self._head
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._release()
+
+
+_shared_clocks: dict[UpstreamConfig, SharedClock] = {}
+_shared_lock = threading.Lock()
+
+
+def shared_clock(up: UpstreamConfig) -> SharedClockUser:
+    """A view of this process's ``SharedClock`` of ``up`` (made for the first user, closed with the last)."""
+    with _shared_lock:
+        shared = _shared_clocks.get(up)
+        if shared is None:
+            shared = _shared_clocks[up] = SharedClock(up)
+        shared.users += 1
+
+    def release() -> None:
+        with _shared_lock:
+            shared.users -= 1
+            if shared.users > 0:
+                return
+            if _shared_clocks.get(up) is shared:
+                del _shared_clocks[up]
+        shared.close()
+
+    return SharedClockUser(shared, release)

@@ -25,7 +25,7 @@ from typing import Any
 
 from sparkcdc.capture.offset import Offset
 from sparkcdc.capture.relay import relay_tip
-from sparkcdc.capture.resolved import UpstreamClock
+from sparkcdc.capture.resolved import SharedClockUser, shared_clock
 from sparkcdc.capture.upstream import UpstreamConfig, check_upstream
 from sparkcdc.config.uri import redact_uri
 from sparkcdc.errors import SparkCdcError
@@ -134,7 +134,7 @@ class RunningChangefeed:
         self.marks: Marks | None = None
         """Shared with the source's planner: set when this driver raises the chain state of an idle
         changefeed itself (``marks.py``, ``mark``)."""
-        self._clock: UpstreamClock | None = None
+        self._clock: SharedClockUser | None = None
         self._mark_lock = threading.Lock()
         """Held by a mark while it publishes, and by ``stop`` while it closes the sink."""
         self._last_batch = 0
@@ -194,7 +194,7 @@ class RunningChangefeed:
         """Raise this changefeed's chain state while idle from the driver (``mark``), in the marks
         file of ``directory``, which the source's planner reads (``SourceSpec.marks_dir``)."""
         self.marks = Marks(directory)
-        self._clock = UpstreamClock(self.up)
+        self._clock = shared_clock(self.up)  # one reading per upstream second for the process
 
     def mark(self) -> bool:
         """Raise an idle changefeed's chain state to the upstream's resolved bound and have the sink
@@ -429,6 +429,8 @@ class RunningChangefeed:
                 log.debug("query.stop raised", exc_info=True)
         try:
             with self._mark_lock:  # no mark is publishing
+                if self._clock is not None:
+                    self._clock.close()  # the marker closes it too; this one covers a marker never started
                 self.sink.close()
         finally:
             if self.segments_dir:

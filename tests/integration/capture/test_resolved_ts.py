@@ -12,7 +12,7 @@ import pytest
 
 from sparkcdc.capture.offset import Offset
 from sparkcdc.capture.reader import RowReader, TableShapes
-from sparkcdc.capture.resolved import UpstreamClock
+from sparkcdc.capture.resolved import UpstreamClock, shared_clock
 from sparkcdc.capture.start import head_offset, offset_for_ts
 from sparkcdc.capture.upstream import UpstreamConfig, check_upstream
 from sparkcdc.model import RowChange
@@ -259,3 +259,63 @@ def test_an_idle_binlog_is_not_scanned_again_while_its_head_stays(
     plan = _next_plan(planner, at)
     assert plan.segments and plan.end.key() > at.key()
     assert [r.after for r in _rows(up, at, plan.end, fresh_db)] == [(1,)]
+
+
+def _status(mariadb: LocalMariaDB, name: str) -> int:
+    conn = mariadb.connect()
+    try:
+        with conn.cursor() as cur:
+            cur.execute(f"SHOW GLOBAL STATUS LIKE '{name}'")
+            row = cur.fetchone()
+    finally:
+        conn.close()
+    return int(row[1]) if row else 0
+
+
+HEAD_STATUS = "Com_show_binlog_status"
+"""The server's count of ``SHOW MASTER STATUS`` (MariaDB counts it as ``SHOW BINLOG STATUS``)."""
+
+
+def test_the_changefeeds_of_a_process_share_one_clock_reading_per_upstream_second(
+    mariadb: LocalMariaDB, fresh_db: str
+) -> None:
+    """Twenty markers on one upstream: the server's own counters show one clock and one head
+    query per upstream second, and each marker's head comes from its bound's reading."""
+    up = upstream(mariadb)
+    users = [shared_clock(up) for _ in range(20)]
+    try:
+        head_stat = HEAD_STATUS
+        heads0 = _status(mariadb, head_stat)
+        conns0 = _status(mariadb, "Connections")
+        marks = 0
+        deadline = time.monotonic() + 3.5
+        seconds = set()
+        while time.monotonic() < deadline:
+            for u in users:
+                if u.due():
+                    bound = u.resolved_bound()
+                    assert bound is not None and u.binlog_head() is not None
+                    seconds.add(bound)
+                    marks += 1
+            time.sleep(0.02)
+        heads = _status(mariadb, head_stat) - heads0
+        assert marks >= 20 * 3, marks
+        assert 3 <= len(seconds) <= 5 and len(seconds) - 1 <= heads <= len(seconds) + 1, (heads, seconds)
+        assert _status(mariadb, "Connections") - conns0 <= 2 + 1, "one kept connection for all"
+        # a write moves the head: the next second's reading shows it to every marker
+        mariadb.execute(f"CREATE TABLE `{fresh_db}`.t (id INT PRIMARY KEY)")
+        before = users[0].binlog_head()
+        wait_until(lambda: users[0].due(), timeout=3, interval=0.02, what="the next upstream second")
+        users[0].resolved_bound()
+        assert users[0].binlog_head() != before
+        wait_until(lambda: users[1].due(), timeout=3, interval=0.02, what="the second marker's turn")
+        users[1].resolved_bound()
+        assert users[1].binlog_head() == users[0].binlog_head()
+    finally:
+        for u in users:
+            u.close()
+    again = shared_clock(up)  # the last user closed it: a new one reads afresh
+    try:
+        assert again._shared.users == 1 and again._shared is not users[0]._shared
+    finally:
+        again.close()

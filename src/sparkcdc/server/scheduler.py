@@ -460,9 +460,18 @@ class Scheduler:
     def _record(
         self, task: _Task, values: Callable[[ChangefeedInfo], dict[str, Any] | None], what: str
     ) -> None:
-        """Write ``values(row)`` into the changefeed's row while this claim owns it (compare-and-swap)."""
-        for _attempt in range(5):
-            row = self.store.get_changefeed(task.id, task.namespace)
+        """Write ``values(row)`` into the changefeed's row while this claim owns it (compare-and-swap).
+
+        The first try starts from the row as this claim last wrote or read it, without a read. Only
+        a swap decides on it: when anything wrote the row since, its version moved, the swap fails
+        and the next try reads the row. A cached row that needs no write, or is not this claim's,
+        is read again (the read is what tells this claim still owns the changefeed).
+        """
+        for attempt in range(6):
+            cached = task.info if attempt == 0 else None
+            if cached is not None and (cached.owner != self.server_id or cached.epoch != task.epoch):
+                cached = None
+            row = cached if cached is not None else self.store.get_changefeed(task.id, task.namespace)
             if row.owner != self.server_id or row.epoch != task.epoch:
                 raise TransientError(
                     f"changefeed {task.label} is no longer this server's claim (epoch {task.epoch}, now "
@@ -471,6 +480,8 @@ class Scheduler:
                 )
             update = values(row)
             if update is None:
+                if cached is not None:
+                    continue
                 return
             try:
                 info = self.store.renew_lease(row, self.server_id, self.lease_seconds, **update)

@@ -279,11 +279,22 @@ def test_a_raised_chain_state_is_in_the_meta_database_before_the_sink_publishes_
     settle(s, 2)  # ticks while the progress still says 800
     row = store.get_changefeed("cf-1")
     assert (row.checkpoint_ts, row.stats["checkpoint_end"]) == (950, raised)
+    # The claim's own row, as its last write left it, is swapped without a read first.
+    reads: list[Any] = []
+    read = s.store.get_changefeed
+    s.store.get_changefeed = lambda *a, **k: reads.append(a) or read(*a, **k)  # type: ignore[method-assign]
+    raised = {"file": "mysql-bin.000002", "pos": 4711, "ts": 960}
+    h.resolved(960, raised)
+    assert reads == [] and store.get_changefeed("cf-1").stats["checkpoint_end"] == raised
+    s.store.get_changefeed = read  # type: ignore[method-assign]
 
     s.shutdown()  # releases: another server claims it
     b, other, hb = claimed_by_b(uri, tmp_path)
     saved = json.loads((Path(hb.spec.checkpoint_dir) / "checkpoint.json").read_text())
-    assert (saved["checkpoint_ts"], saved["end"]) == (950, raised)
+    assert (saved["checkpoint_ts"], saved["end"]) == (960, raised)
+    with pytest.raises(SparkCdcError) as err:
+        h.resolved(960, raised)  # recorded already, says the old claim's row: the read fences it
+    assert err.value.code == "CDC:ErrOwnerChanged"
     with pytest.raises(SparkCdcError) as err:
         h.resolved(990, {"file": "mysql-bin.000002", "pos": 4711, "ts": 990})
     assert err.value.code == "CDC:ErrOwnerChanged" and "epoch 1" in err.value.message

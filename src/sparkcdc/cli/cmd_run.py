@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from sparkcdc.cli.logs import LOG_FORMATS
 from sparkcdc.config.replica import ReplicaConfig
 from sparkcdc.config.uri import scrub_secrets
-from sparkcdc.errors import ConfigError, UnclassifiedError, map_spark_error
+from sparkcdc.errors import ConfigError, SparkCdcError, UnclassifiedError, map_spark_error
 from sparkcdc.pipeline.request import check_target_after_start, commit_ts
 from sparkcdc.pipeline.restart import (
     DEFAULT_ERROR_STUCK_SECONDS,
@@ -323,6 +323,18 @@ class _Run:
 _MASTER_FIX = "give --master a running master (or local[N])"
 
 
+def _stop(running: Any, out: Any) -> None:
+    """Stop the changefeed. When its query failed, the error its stop meets (the sink's close, on
+    the same fault: a storage sink's last ``metadata`` during an S3 outage) is said as a warning,
+    and the query's error decides the restart; otherwise that error ends the run."""
+    try:
+        running.stop()
+    except SparkCdcError as exc:
+        if running.exception() is None:
+            raise
+        out.say(f"warning: [{exc.code}] stopping the failed changefeed: {exc.message}")
+
+
 def _start_spark(args: argparse.Namespace) -> Any:
     """The Spark session of the run; a standalone master that refuses it fails in one line."""
     from sparkcdc.cli.cmd_server import parse_spark_conf
@@ -429,7 +441,7 @@ def run(args: argparse.Namespace) -> int:
                 out.say("stopping...", last=True)
                 return 128 + terminated[0] if terminated else 130
             finally:
-                running.stop()
+                _stop(running, out)
             failure = running.exception()
             if failure is None:
                 return 1

@@ -12,6 +12,8 @@ from sparkcdc.errors import (
     MAX_UNCLASSIFIED_RETRIES,
     ConfigError,
     PermanentError,
+    SinkUnavailable,
+    SparkCdcError,
     TransientError,
     UnclassifiedError,
 )
@@ -111,3 +113,40 @@ def test_the_cli_and_the_scheduler_decide_restarts_through_the_policy_alone() ->
         assert "RestartPolicy" in names, rel
         assert "retry_verdict" not in names, rel
         assert not any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Pow) for n in ast.walk(tree)), rel
+
+
+class _Running:
+    """A changefeed whose stop fails on the sink's close, as a storage sink's last ``metadata``
+    write does during an S3 outage. A stand-in: ``tests/faults/test_s3_faults.py`` meets this with
+    a real 503 only when the stop falls inside the outage, which the test cannot time."""
+
+    def __init__(self, failure: SparkCdcError | None) -> None:
+        self.failure = failure
+
+    def stop(self) -> None:
+        raise SinkUnavailable("cannot write 'bucket/cdc/metadata' in the storage sink: [Errno 16] 503")
+
+    def exception(self) -> SparkCdcError | None:
+        return self.failure
+
+
+class _Out:
+    def __init__(self) -> None:
+        self.said: list[str] = []
+
+    def say(self, message: str) -> None:
+        self.said.append(message)
+
+
+def test_a_failed_query_whose_stop_fails_too_is_restarted_by_its_own_error() -> None:
+    """``sparkcdc run`` exited 3 with the stop's error instead of retrying the query's (seen under load)."""
+    from sparkcdc.cli.cmd_run import _stop
+
+    out = _Out()
+    _stop(_Running(SinkUnavailable("cannot read 'x/CDC.index' in the storage sink: 503")), out)
+    assert out.said == [
+        "warning: [CDC:ErrSinkUnavailable] stopping the failed changefeed: cannot write "
+        "'bucket/cdc/metadata' in the storage sink: [Errno 16] 503"
+    ]
+    with pytest.raises(SinkUnavailable):  # a query that did not fail: the stop's error is the run's
+        _stop(_Running(None), _Out())

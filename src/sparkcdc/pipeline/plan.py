@@ -457,15 +457,24 @@ class Planner:
         return after_bootstrap(txn.end, txn.ts, self.spec.bootstrap_ts, self.spec.bootstrap_pos)
 
     def _add_rows(self, plan: BatchPlan, txns: list[TxnInfo], cat: Any) -> None:
-        """The segments and table shapes of ``txns``' rows (none when no captured table has one)."""
+        """The segments and table shapes of ``txns``' rows (none when no captured table has one).
+
+        A batch whose transactions change only tables outside the filter has no segments: it moves
+        the checkpoint past them as a resolved batch does, with no task to decode rows that would
+        all be dropped. On a server whose changefeeds capture different tables of one upstream, a
+        write to one table is then one batch with tasks, not one per changefeed. A captured table
+        the catalog does not know keeps its segments (the task that meets its rows says so).
+        """
         tables: dict[tuple[str, str], TableInfo] = {}
+        captured = False
         for t in txns:
             for key in t.tables:
                 if key not in tables and self.filter.match(*key):
+                    captured = True
                     info = cat.get(*key)
                     if info is not None:
                         tables[key] = info
-        if plan.is_ddl and not tables:
+        if not captured or (plan.is_ddl and not tables):
             return
         plan.tables = tables
         plan.segments = split_segments(txns, self.spec.split_bytes, self.spec.parallelism)

@@ -36,6 +36,7 @@ def planner(
     target_ts: int | None = None,
     marks_dir: str = "",
     relay_dir: str = "",
+    filter_rules: list[str] | None = None,
 ) -> Planner:
     """A batch planner of a changefeed starting at ``start`` (``marks_dir``: the driver raises its
     idle chain state there; ``relay_dir``: a binlog relay of ``db``, ``capture/relay.py``)."""
@@ -47,6 +48,7 @@ def planner(
         target_ts=target_ts,
         marks_dir=marks_dir,
         relay_dir=relay_dir,
+        filter_rules=filter_rules if filter_rules is not None else ["*.*"],
     )
     return Planner(spec)
 

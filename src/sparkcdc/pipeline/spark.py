@@ -236,9 +236,9 @@ def register_data_source(spark: Any, source: Any) -> None:
     changefeed whose sink reads rows from the source fails after its retries. A
     ``ConcurrentHashMap`` takes concurrent puts and serializes without a size.
 
-    The environment puts ``RUNNER_SITE`` first on the ``PYTHONPATH`` of every Python process
-    Spark starts for the source (its ``sitecustomize`` keeps PyArrow out of each streaming query's
-    source runner: see that module).
+    The environment puts ``RUNNER_SITE`` on the ``PYTHONPATH`` of every Python process Spark
+    starts for the source, ahead of Python's own paths (its ``sitecustomize`` keeps PyArrow out of
+    each streaming query's source runner: see that module).
     """
     from pyspark.core.rdd import _prepare_for_python_RDD
 

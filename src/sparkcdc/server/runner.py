@@ -84,6 +84,11 @@ def default_server_master() -> str:
     return f"local[{SLOTS_PER_CORE * host_cores()}]"
 
 
+DAEMON_KEY = "spark.python.daemon.module"
+WORKER_DAEMON = "sparkcdc.pipeline.worker_daemon"
+"""A server's executors' Python daemon (``pipeline/worker_daemon.py``)."""
+
+
 def server_spark_conf(master: str, conf: dict[str, str]) -> dict[str, str]:
     """The Spark settings of a server's session: ``conf`` (the ``--spark-conf`` flags) over the
     server's own.
@@ -97,11 +102,13 @@ def server_spark_conf(master: str, conf: dict[str, str]) -> dict[str, str]:
       has cores (``pipeline.spark.CHANGEFEED_TASKS_KEY``): its decoding gains nothing from more,
       and the default master has ``SLOTS_PER_CORE`` slots per core, so it takes
       ``SLOTS_PER_CORE`` changefeeds hanging at once, each with a full batch, to hold every slot
-      (a 1-writer sink, HTTP or Kafka, holds one slot: it takes 4 x cores of those).
+      (a 1-writer sink, HTTP or Kafka, holds one slot: it takes 4 x cores of those);
+    - the executors' Python daemon is ``pipeline.worker_daemon``: a worker forked after a quiet
+      minute starts with sparkcdc's task modules loaded.
     """
     from sparkcdc.pipeline.spark import CHANGEFEED_TASKS_KEY
 
-    out = {"spark.scheduler.mode": "FAIR"}
+    out = {"spark.scheduler.mode": "FAIR", DAEMON_KEY: WORKER_DAEMON}
     if master.strip().startswith("local") and CHANGEFEED_TASKS_KEY not in conf:
         out[CHANGEFEED_TASKS_KEY] = str(host_cores())
     return {**out, **conf}

@@ -6,12 +6,18 @@ took both slots of the old ``local[2]`` default, and the CSV changefeeds beside 
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import textwrap
+
 import pytest
 
 from sparkcdc.pipeline.spark import CHANGEFEED_TASKS_KEY
 from sparkcdc.server.main import ServerOptions
 from sparkcdc.server.runner import (
+    DAEMON_KEY,
     SLOTS_PER_CORE,
+    WORKER_DAEMON,
     SparkChangefeedRunner,
     check_spark_master,
     default_server_master,
@@ -34,12 +40,41 @@ def test_a_local_master_gives_a_changefeed_at_most_the_hosts_cores(master: str) 
     conf = server_spark_conf(master, {"spark.driver.memory": "1g"})
     assert conf == {
         "spark.scheduler.mode": "FAIR",
+        DAEMON_KEY: WORKER_DAEMON,
         CHANGEFEED_TASKS_KEY: str(host_cores()),
         "spark.driver.memory": "1g",
     }
 
 
 def test_a_cluster_master_keeps_its_parallelism_and_flags_win() -> None:
-    assert server_spark_conf("spark://m:7077", {}) == {"spark.scheduler.mode": "FAIR"}
-    given = {"spark.scheduler.mode": "FIFO", CHANGEFEED_TASKS_KEY: "3"}
+    assert server_spark_conf("spark://m:7077", {}) == {
+        "spark.scheduler.mode": "FAIR",
+        DAEMON_KEY: WORKER_DAEMON,
+    }
+    given = {"spark.scheduler.mode": "FIFO", CHANGEFEED_TASKS_KEY: "3", DAEMON_KEY: "pyspark.daemon"}
     assert server_spark_conf("local[8]", given) == given
+
+
+def test_the_worker_daemon_serves_tasks_with_sparkcdcs_modules_loaded() -> None:
+    """A real local Spark with the daemon: a Python task runs, in a worker forked from it, with
+    the writer's modules already in ``sys.modules`` before the task imports anything."""
+    code = textwrap.dedent(
+        f"""
+        import sys
+        from sparkcdc.pipeline.spark import get_spark
+
+        spark = get_spark("local[1]", conf={{"{DAEMON_KEY}": "{WORKER_DAEMON}"}})
+        try:
+            def probe(_):
+                import os, sys
+                cmd = open(f"/proc/{{os.getppid()}}/cmdline", "rb").read().split(b"\\0")
+                yield (b"{WORKER_DAEMON}" in cmd, "sparkcdc.sink.storage.writer" in sys.modules)
+
+            print(spark.sparkContext.parallelize([1], 1).mapPartitions(probe).collect())
+        finally:
+            spark.stop()
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=240)
+    assert out.returncode == 0, out.stderr[-4000:]
+    assert out.stdout.strip().splitlines()[-1] == "[(True, True)]", out.stderr[-4000:]

@@ -240,6 +240,9 @@ class SparkChangefeedRunner:
                             self.master, f"it did not accept this application: {java_summary(exc)}"
                         ) from exc
                     raise
+                threading.Thread(
+                    target=_warm_up, args=(self._spark,), name="spark-warm-up", daemon=True
+                ).start()
             return self._spark
 
     def start(
@@ -283,6 +286,17 @@ class SparkChangefeedRunner:
                 self._spark = None
         if self.relays is not None:
             self.relays.close()
+
+
+def _warm_up(spark: Any) -> None:
+    """Run the session's first writer-shaped job now, beside the changefeeds' starts
+    (``pipeline.spark.warm_up_writers``); a failure is said and changes nothing else."""
+    from sparkcdc.pipeline.spark import warm_up_writers
+
+    try:
+        log.debug("Spark's writer path warmed up in %.2fs", warm_up_writers(spark))
+    except Exception as exc:
+        log.warning("warming up Spark's writer path failed (the first batch with rows pays it): %s", exc)
 
 
 class _RelayUser:

@@ -78,3 +78,38 @@ def test_the_worker_daemon_serves_tasks_with_sparkcdcs_modules_loaded() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=240)
     assert out.returncode == 0, out.stderr[-4000:]
     assert out.stdout.strip().splitlines()[-1] == "[(True, True)]", out.stderr[-4000:]
+
+
+def test_a_servers_session_runs_the_writers_first_job_before_any_changefeed() -> None:
+    """The session a server starts runs one writer-shaped Arrow task at once
+    (``pipeline.spark.warm_up_writers``): the daemon is forked and the task done before any
+    changefeed has a row to write (its first batch with rows paid 2.2 s for it on a quiet machine)."""
+    code = textwrap.dedent(
+        f"""
+        import time
+        import psutil
+        from sparkcdc.server.runner import SparkChangefeedRunner
+
+        runner = SparkChangefeedRunner("local[1]", relay_max_bytes=0)
+        spark = runner.spark()
+        try:
+            tracker = spark.sparkContext.statusTracker()
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                jobs = [tracker.getJobInfo(j) for j in tracker.getJobIdsForGroup()]
+                done = [j for j in jobs if j is not None and j.status == "SUCCEEDED"]
+                daemons = [
+                    p for p in psutil.Process().children(recursive=True)
+                    if "{WORKER_DAEMON}" in " ".join(p.cmdline())
+                ]
+                if done and daemons:
+                    break
+                time.sleep(0.2)
+            print(len(done), bool(daemons))  # the daemon and the workers it forked
+        finally:
+            runner.shutdown()
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=240)
+    assert out.returncode == 0, out.stderr[-4000:]
+    assert out.stdout.strip().splitlines()[-1] == "1 True", out.stderr[-4000:]

@@ -200,9 +200,10 @@ class RunningChangefeed:
         """Raise an idle changefeed's chain state to the upstream's resolved bound and have the sink
         publish it, without a batch (``marks.py``); whether it did.
 
-        Only where the planner's last scan found nothing: at the end of the last committed batch (no
-        batch is planned and unwritten), with the binlog head, read after the clock, still where
-        that scan started from (nothing committed since). Under the marks lock throughout, so no
+        Only where the planner's last scan found nothing to capture: at the end of the last committed
+        batch (no batch is planned and unwritten), with the binlog head, read after the clock, still
+        where that scan started from (nothing committed since); or, when the head moved, to the
+        clock reading that scan was planned with, if it passed other tables' transactions. Under the marks lock throughout, so no
         plan is made between the reading and the publishing; the raised state is durable (the
         marks file, ``checkpoint.json``, the meta database) before the sink publishes it.
         """
@@ -220,7 +221,11 @@ class RunningChangefeed:
                     return False
                 resolved = clock.resolved_bound()
                 if resolved is None or clock.binlog_head() != quiet.head:
-                    return False
+                    # Written since that scan; a scan that passed other tables' transactions says
+                    # how far the clock had gone before the head it read (marks.Quiet.resolved).
+                    resolved = quiet.resolved
+                    if resolved is None:
+                        return False
                 target = self.spec.target_ts
                 raised = raised_end(end, resolved, target)
                 if raised is None:

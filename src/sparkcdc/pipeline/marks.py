@@ -17,9 +17,17 @@ under one lock (``fcntl.flock``; both run on the driver's host):
   ``KEEP_RAISED`` positions. The planner plans from Spark's start raised to the one at the same
   position, and so does a replay of a batch after a restart (the file lives with the offset log,
   and ``resume.spark_log_end`` reads it too).
-- ``quiet``: the planner's last scan that found nothing: its start and the binlog head read
-  before it. The driver raises only at that start, when it is the last committed batch's end
+- ``quiet``: the planner's last scan that found nothing to capture: its start and the binlog head
+  read before it. The driver raises only at that start, when it is the last committed batch's end
   (no batch is planned and unwritten) and the head is still there (nothing committed since).
+- A quiet scan may have passed transactions of tables the changefeed does not capture (a *quiet
+  span*, ``plan.py``): the planner leaves them to a later batch rather than run one that moves
+  the position past them, up to a bound. Other tables of a busy upstream move the head all the
+  time, so such a record also carries the resolved bound of a clock reading the planner took
+  before it read that head. The driver raises to it when the head moved since: every transaction
+  committed before the reading is inside the span, and none there is captured. A later plan
+  from the raised start scans the span again, and the chain state through it starts from the
+  raised ts, so every transaction after it still gets a larger commit_ts.
 
 Planning and a mark each hold the lock throughout, so a plan never interleaves with a mark.
 """
@@ -44,11 +52,15 @@ KEEP_RAISED = 8
 
 @dataclass
 class Quiet:
-    """A scan from ``start`` found nothing up to ``head``, the binlog's end read before it."""
+    """A scan from ``start`` found nothing to capture up to ``head``, the binlog's end read before it."""
 
     file: str
     pos: int
     head: tuple[str, int]
+    resolved: int | None = None
+    """The resolved bound of a clock reading the planner took before it read ``head``, when the scan
+    passed transactions of tables the changefeed does not capture: every transaction committed
+    before that reading is below ``head``, so the driver may publish it although the head moved."""
 
     def at(self, end: Offset) -> bool:
         """Whether the scan started at ``end``'s position."""
@@ -79,7 +91,7 @@ class MarkState:
         q = self.quiet
         return {
             "raised": [r.to_json() for r in self.raised],
-            "quiet": [q.file, q.pos, q.head[0], q.head[1]] if q is not None else None,
+            "quiet": [q.file, q.pos, q.head[0], q.head[1], q.resolved] if q is not None else None,
         }
 
     @classmethod
@@ -87,7 +99,14 @@ class MarkState:
         q = d.get("quiet")
         return cls(
             [Offset.from_json(r) for r in d.get("raised") or []],
-            Quiet(str(q[0]), int(q[1]), (str(q[2]), int(q[3]))) if q else None,
+            Quiet(
+                str(q[0]),
+                int(q[1]),
+                (str(q[2]), int(q[3])),
+                int(q[4]) if len(q) > 4 and q[4] is not None else None,
+            )
+            if q
+            else None,
         )
 
 

@@ -15,7 +15,9 @@ like any batch, so the checkpoint of an idle changefeed follows the upstream clo
 the raised chain state in Spark's offset log and ``checkpoint.json`` gives every later
 transaction a larger commit_ts on a replay too. With ``SourceSpec.marks_dir`` the driver raises
 the chain state of an idle changefeed itself, without a batch (``marks.py``): the planner then
-plans from the raised state and makes no resolved batch but the one to target-ts.
+plans from the raised state and makes no resolved batch but the one to target-ts. With the driver
+marking, a scan that reaches the head through transactions of tables the changefeed does not
+capture is treated the same way, up to a bound (``Planner._quiet_span``): no batch runs for them.
 """
 
 from __future__ import annotations
@@ -54,6 +56,14 @@ IDLE_WAIT_S = 1.0
 
 HEAD_POLL_S = 0.2
 """How often that wait reads the binlog head: a write is seen as soon as with a 200 ms trigger."""
+
+QUIET_SPAN_BYTES = 256 << 10
+"""The most binlog of transactions that change no captured table a plan leaves to a later batch
+(a quiet span, ``Planner._quiet_span``): every plan from the same start scans it again."""
+
+QUIET_SPAN_S = 30.0
+"""How long a plan leaves such a span at most; then a batch without segments moves past it, so
+the start of a changefeed on a busy upstream keeps up with the relay's and the binlog's purges."""
 
 
 @dataclass
@@ -189,7 +199,13 @@ class Planner:
         """The last scan found nothing new: the next one may advance the resolved ts."""
         self._quiet: tuple[str, int, tuple[str, int]] | None = None
         """(start file, start pos, binlog head read before that scan) of the last scan that found
-        nothing: while the head stays there, nothing was written after the start."""
+        nothing to capture: while the head stays there, nothing was written after the start."""
+        self._quiet_resolved: int | None = None
+        """The clock reading the last quiet span was planned with (``marks.Quiet.resolved``)."""
+        self._reading: int | None = None
+        """The resolved bound of this planner's last clock reading; taken before every later head."""
+        self._span_since: tuple[tuple[str, int], float] | None = None
+        """Where and since when (monotonic) plans leave a quiet span."""
         self.filter = spec.table_filter()
         self.event_filter = spec.event_filter()
         # A DDL that fails only for tables outside the filter makes the catalog forget them.
@@ -292,14 +308,23 @@ class Planner:
         if head is not None and self._quiet == (start.file, start.pos, head):
             self._idle = True
             if marks is not None:
-                marks.quiet = Quiet(start.file, start.pos, head)
+                marks.quiet = Quiet(start.file, start.pos, head, self._quiet_resolved)
             return self._resolved_batch(start, resolved)
+        if marks is not None and head is not None and self.clock.due():
+            # Read before the head that bounds this scan: if the scan passes only other tables'
+            # transactions, the driver may publish this bound although the head moves on.
+            reading = self.clock.resolved_bound()
+            later = self.clock.binlog_head() if reading is not None else None
+            if later is not None:
+                head, self._reading = later, reading
         cat = self._catalog_for(start)
         txns: list[TxnInfo] = []
         ddl_txns: list[TxnInfo] = []
         total = 0
+        whole = True  # the scan reached the head: no transaction was left for a later batch
         until = self._first[1].key() if self._first is not None and self._first[0] == start else None
         for txn in self.scanner.scan(start, until=head):
+            whole = False
             if target is not None and txn.ts > target:
                 resolved = target  # every transaction up to target-ts is out
                 break
@@ -320,18 +345,54 @@ class Planner:
             total += txn.nbytes
             if total >= self.spec.max_batch_bytes or (until is not None and txn.end.key() >= until):
                 break
+            whole = True
         if ddl_txns:
             return self._ddl_batch(start, ddl_txns, cat)
         if not txns:
             self._idle = True
             if head is not None:
-                self._quiet = (start.file, start.pos, head)
+                self._quiet, self._quiet_resolved = (start.file, start.pos, head), None
                 if marks is not None:
                     marks.quiet = Quiet(start.file, start.pos, head)
             return self._resolved_batch(start, resolved)
+        if (
+            whole
+            and marks is not None
+            and head is not None
+            and until is None
+            and self._quiet_span(start, txns, total)
+        ):
+            self._idle = True
+            self._quiet, self._quiet_resolved = (start.file, start.pos, head), self._reading
+            marks.quiet = Quiet(start.file, start.pos, head, self._reading)
+            return None
         plan = self._dml_batch(start, txns, cat)
         self._catalog_at = plan.end
         return plan
+
+    def _quiet_span(self, start: Offset, txns: list[TxnInfo], nbytes: int) -> bool:
+        """Whether a plan leaves ``txns`` (from ``start`` to the binlog head) to a later batch.
+
+        Each of a server's changefeeds sees every write to its upstream. A batch past transactions
+        that change no captured table has no tasks (``_add_rows``), but it is still a Spark
+        micro-batch (offset and commit logs, planning, the driver's commit): twenty changefeeds
+        on one upstream ran nineteen of them for each write to one table. Such a span is treated
+        like an idle binlog instead: the driver raises the chain state at ``start``
+        (``marks.Quiet.resolved``) and no batch runs. Only for whole spans of row changes that
+        leave the prepared XA transactions as they were, up to ``QUIET_SPAN_BYTES`` and
+        ``QUIET_SPAN_S``; past either, a batch without segments moves the start past them.
+        """
+        if txns[-1].end.xa != start.xa or nbytes > QUIET_SPAN_BYTES or self._captures(txns):
+            return False
+        now = time.monotonic()
+        at = (start.file, start.pos)
+        if self._span_since is None or self._span_since[0] != at:
+            self._span_since = (at, now)
+        return now - self._span_since[1] < QUIET_SPAN_S
+
+    def _captures(self, txns: list[TxnInfo]) -> bool:
+        """Whether any of ``txns`` changed a table the changefeed captures."""
+        return any(self.filter.match(*key) for t in txns for key in t.tables)
 
     def _resolved_batch(self, start: Offset, resolved: int | None) -> BatchPlan | None:
         """A batch that only raises the chain state at ``start`` to ``resolved`` (capped at target-ts)."""
@@ -465,16 +526,16 @@ class Planner:
         write to one table is then one batch with tasks, not one per changefeed. A captured table
         the catalog does not know keeps its segments (the task that meets its rows says so).
         """
+        if not self._captures(txns):
+            return
         tables: dict[tuple[str, str], TableInfo] = {}
-        captured = False
         for t in txns:
             for key in t.tables:
                 if key not in tables and self.filter.match(*key):
-                    captured = True
                     info = cat.get(*key)
                     if info is not None:
                         tables[key] = info
-        if not captured or (plan.is_ddl and not tables):
+        if plan.is_ddl and not tables:
             return
         plan.tables = tables
         plan.segments = split_segments(txns, self.spec.split_bytes, self.spec.parallelism)

@@ -215,8 +215,9 @@ def test_an_idle_ask_waits_for_a_write_while_the_driver_marks(
         got: list[BatchPlan | None] = []
         asker = threading.Thread(target=lambda: got.append(planner.next_batch(start, wait=120)), daemon=True)
         assert planner.next_batch(start, wait=1.0) is None, "nothing written: no batch after the wait"
-        # the plan reads the head once; the wait five times from the upstream, or once beside the relay
-        assert heads == (2 if relay else 6), heads
+        # the plan reads the head twice (before and after the clock reading a scan is planned with:
+        # marks.Quiet.resolved); the wait five times from the upstream, or once beside the relay
+        assert heads == (3 if relay else 7), heads
         asker.start()
         driver.mark()
         driver.mark()  # the next upstream second: two marks while the ask waits

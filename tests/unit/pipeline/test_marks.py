@@ -49,6 +49,17 @@ def test_the_state_round_trips_through_the_file(tmp_path: Path) -> None:
     marks.close()
 
 
+def test_a_quiet_span_keeps_its_clock_reading_and_an_older_file_reads_without_one(tmp_path: Path) -> None:
+    marks = Marks(str(tmp_path))
+    with marks.locked() as state:
+        state.quiet = Quiet("b.000001", 100, ("b.000001", 900), resolved=77)
+    assert read_marks(str(tmp_path)).quiet == Quiet("b.000001", 100, ("b.000001", 900), 77)
+    marks.close()
+    # the file of a run before quiet spans: four fields
+    (tmp_path / MARKS_FILE).write_text('{"raised": [], "quiet": ["b.000001", 100, "b.000001", 100]}')
+    assert read_marks(str(tmp_path)).quiet == Quiet("b.000001", 100, ("b.000001", 100), None)
+
+
 def test_no_file_or_a_torn_one_reads_as_nothing_raised(tmp_path: Path) -> None:
     assert read_marks(str(tmp_path)) == MarkState()
     (tmp_path / MARKS_FILE).write_text('{"raised": [{"file": "b.0')

@@ -270,6 +270,65 @@ def test_kill9_while_idle_then_restart_gives_identical_values(mariadb: LocalMari
     mariadb.execute(f"DROP DATABASE IF EXISTS {schema}")
 
 
+def test_writes_to_other_tables_run_no_batch_and_the_checkpoint_follows_the_clock_through_them(
+    mariadb: LocalMariaDB, tmp_path: Path
+) -> None:
+    """A changefeed of one schema while another is written five times a second: its planner
+    leaves those transactions to a later batch (a quiet span, ``Planner._quiet_span``), no Spark
+    batch runs for them, and the driver raises the checkpoint through them to the clock reading
+    the planner took before each scan. A captured row after them comes above every published
+    checkpoint, and a restart from the same Spark checkpoint gives it the same commit_ts."""
+    schema, other = "e2e_span", "e2e_span_other"
+    mariadb.execute(
+        f"DROP DATABASE IF EXISTS {schema}",
+        f"DROP DATABASE IF EXISTS {other}",
+        f"CREATE DATABASE {schema}",
+        f"CREATE DATABASE {other}",
+        f"CREATE TABLE {schema}.t (id INT PRIMARY KEY, v VARCHAR(20))",
+        f"CREATE TABLE {other}.t (id INT PRIMARY KEY, v VARCHAR(20))",
+    )
+    cf = Changefeed(mariadb, tmp_path, "e2e-span", schema)
+    proc = cf.start("run")
+    try:
+        mariadb.execute(f"INSERT INTO {schema}.t VALUES (1, 'row')")
+        wait_for(lambda: 1 in cf.commit_ts_by_id(), 60, "row 1")
+        wait_for(lambda: _lag_s(cf.checkpoint()) < MAX_LAG_S, 15, "the checkpoint to catch up with the clock")
+        batches = len(cf.spark_batches("offsets"))
+        # 10 s of writes to the other schema, 5 a second (each moves the binlog head).
+        lags: list[float] = []
+        stamps: list[int] = []
+        for i, (t, cp) in enumerate(_sample(10, cf.checkpoint)):
+            mariadb.execute(f"INSERT INTO {other}.t VALUES ({i}, 'other')")
+            lags.append(t - physical_ms(cp) / 1000)
+            stamps.append(cp)
+        assert len(lags) >= 40 and stamps == sorted(stamps), "a checkpoint went backwards"
+        print(f"other schema written: checkpoint lag {min(lags):.2f}-{max(lags):.2f}s")
+        # the planner's reading is up to a second old when the driver marks from it
+        assert max(lags) <= MAX_LAG_S + 1.0, f"checkpoint lags by up to {max(lags):.2f}s: {lags}"
+        assert physical_ms(stamps[-1]) - physical_ms(stamps[0]) >= 7000, "it did not follow the clock"
+        assert len(cf.spark_batches("offsets")) == batches, "a Spark batch ran for the other schema's rows"
+        # A captured row with a minute-old header after the span: above every published checkpoint.
+        published = max(cf.checkpoint(), cf.metadata())
+        _insert_old_header(mariadb, schema, 2)
+        [ts2] = wait_for(lambda: cf.commit_ts_by_id().get(2), 30, "row 2")
+        assert ts2 > published, "a row came at or below a checkpoint already published"
+    finally:
+        proc.stop()
+    # A restart that runs row 2's batch again (its commit log entry removed) gives it the same commit_ts.
+    ends = {b: json.loads(text.splitlines()[2]) for b, text in cf.spark_batches("offsets").items()}
+    last = max(ends)
+    assert ends[last].get("segments", 0) > 0
+    commit = cf.data_dir / cf.name / "spark" / "commits" / str(last)
+    commit.unlink()
+    run2 = cf.start("run2")
+    try:
+        wait_for(commit.exists, 60, "row 2's batch run again")
+    finally:
+        run2.stop()
+    assert set(cf.commit_ts_by_id()[2]) == {ts2}
+    mariadb.execute(f"DROP DATABASE IF EXISTS {schema}", f"DROP DATABASE IF EXISTS {other}")
+
+
 def test_an_idle_kafka_changefeed_sends_watermarks_that_follow_the_clock(
     mariadb: LocalMariaDB, tansu: LocalTansu, tmp_path: Path
 ) -> None:

@@ -303,8 +303,9 @@ def test_writes_to_other_tables_run_no_batch_and_the_checkpoint_follows_the_cloc
             stamps.append(cp)
         assert len(lags) >= 40 and stamps == sorted(stamps), "a checkpoint went backwards"
         print(f"other schema written: checkpoint lag {min(lags):.2f}-{max(lags):.2f}s")
-        # the planner's reading is up to a second old when the driver marks from it
-        assert max(lags) <= MAX_LAG_S + 1.0, f"checkpoint lags by up to {max(lags):.2f}s: {lags}"
+        # the planner's reading is up to a second old when the driver marks from it, and the
+        # planner runs at the query's trigger (0.2-2.2 s on a quiet machine; room for a busy one)
+        assert max(lags) <= MAX_LAG_S + 2.0, f"checkpoint lags by up to {max(lags):.2f}s: {lags}"
         assert physical_ms(stamps[-1]) - physical_ms(stamps[0]) >= 7000, "it did not follow the clock"
         assert len(cf.spark_batches("offsets")) == batches, "a Spark batch ran for the other schema's rows"
         # A captured row with a minute-old header after the span: above every published checkpoint.

@@ -296,7 +296,10 @@ def _warm_up(spark: Any) -> None:
     try:
         log.debug("Spark's writer path warmed up in %.2fs", warm_up_writers(spark))
     except Exception as exc:
-        log.warning("warming up Spark's writer path failed (the first batch with rows pays it): %s", exc)
+        if _stopped(spark):  # the server stopped its session meanwhile
+            log.debug("warming up Spark's writer path ended with the session: %s", exc)
+        else:
+            log.warning("warming up Spark's writer path failed (the first batch with rows pays it): %s", exc)
 
 
 class _RelayUser:

@@ -25,7 +25,7 @@ class Handle:
         self.active = False
 
     def is_active(self) -> bool:
-        return self.active and self.error is None  # as a Spark query: an error ended it
+        return self.active
 
     def exception(self) -> SparkCdcError | None:
         return self.error

@@ -138,10 +138,6 @@ class RunningChangefeed:
         self._mark_lock = threading.Lock()
         """Held by a mark while it publishes, and by ``stop`` while it closes the sink."""
         self._last_batch = 0
-        self._ended = False
-        """The query said it no longer runs (it never runs again)."""
-        self._active_at = -ACTIVE_CHECK_S
-        """When (monotonic) the query last said it runs."""
         self._load_checkpoint()
         self.run_start: Offset = self.last_end
         """Where this run's query starts reading: the backlog counts from here."""
@@ -333,7 +329,7 @@ class RunningChangefeed:
         self._probe_backlog()
         quiet: tuple[str, int, tuple[str, int]] | None = None  # (end, head) of a scan that found nothing
         while not self._stopped.wait(1.0):
-            if self._query_ended():
+            if self.query is not None and not self.query.isActive:
                 self.give_back_start_slot()  # it ended before its first batch
                 break
             # With the server's binlog relay: while its newest file did not grow since before the
@@ -369,7 +365,7 @@ class RunningChangefeed:
         failing = False
         try:
             while not self._stopped.wait(wait):
-                if self._query_ended():
+                if self.query is not None and not self.query.isActive:
                     break
                 try:
                     self.mark()
@@ -404,7 +400,7 @@ class RunningChangefeed:
         while True:
             if self._finished.is_set():
                 return True
-            if self._query_ended():
+            if self.query is not None and not self.query.isActive:
                 return self._finished.is_set()
             if deadline is not None and time.monotonic() > deadline:
                 return False
@@ -412,21 +408,7 @@ class RunningChangefeed:
 
     def is_active(self) -> bool:
         """Whether the streaming query still runs."""
-        return self.query is not None and not self._query_ended()
-
-    def _query_ended(self) -> bool:
-        """Whether the query was started and no longer runs: ``isActive`` asked of the JVM at most
-        every ``ACTIVE_CHECK_S`` while it answers that it runs, and not again once it did not."""
-        query = self.query
-        if query is None:
-            return False
-        if self._ended or time.monotonic() - self._active_at < ACTIVE_CHECK_S:
-            return self._ended
-        if query.isActive:
-            self._active_at = time.monotonic()
-        else:
-            self._ended = True
-        return self._ended
+        return self.query is not None and bool(self.query.isActive)
 
     def exception(self) -> SparkCdcError | None:
         """The error that stopped the query: the sparkcdc error it carries, or an UnclassifiedError."""
@@ -450,7 +432,6 @@ class RunningChangefeed:
                 self.query.stop()
             except Exception:  # stopping a failed query may raise again; it is stopped either way
                 log.debug("query.stop raised", exc_info=True)
-            self._ended = True
         try:
             with self._mark_lock:  # no mark is publishing
                 if self._clock is not None:
@@ -464,11 +445,6 @@ class RunningChangefeed:
 
 MARK_POLL_S = 0.2
 """How often the marker looks again while it cannot mark (the stream is busy)."""
-
-ACTIVE_CHECK_S = 0.5
-"""How long the JVM's answer that a query still runs serves the monitor, the marker and the scheduler
-(``RunningChangefeed._query_ended``): each asked it once a second, three calls into the JVM per idle
-changefeed."""
 
 QUERY_START_CAP_S = 30.0
 """How long a starting query holds its start slot at most when no first batch comes."""

@@ -321,13 +321,11 @@ class Scheduler:
             self._renew(task, row)
             return
 
-        # The error only once the query ended: one call into the JVM per tick while it runs.
-        active = handle.is_active()
-        err = None if active else handle.exception()
+        err = handle.exception()
         if handle.finished() and err is None:
             log.info("changefeed %s reached its target-ts", task.label)
             task.final = _Final("release", state=ChangefeedState.FINISHED)
-        elif err is not None or not active:
+        elif err is not None or not handle.is_active():
             self._on_error(task, err or UnclassifiedError("the changefeed's query stopped without an error"))
         elif self._target_reached(task, row):
             log.info("changefeed %s reached its target-ts %s", task.label, row.target_ts)

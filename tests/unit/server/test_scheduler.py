@@ -56,7 +56,7 @@ class FakeHandle:
         self.active = False
 
     def is_active(self) -> bool:
-        return self.active and self.error is None  # as a Spark query: an error ended it
+        return self.active
 
     def exception(self) -> SparkCdcError | None:
         return self.error
@@ -597,10 +597,10 @@ def test_unexpected_error_is_one_coded_line_traceback_only_with_debug(
     settle(s)
     (handle,) = runner.of("cf-1")
 
-    def broken() -> bool:
+    def broken() -> SparkCdcError | None:
         raise RuntimeError("boom at mysql://root:topsecret@127.0.0.1:3306/\nsecond line")
 
-    handle.is_active = broken  # type: ignore[method-assign]
+    handle.exception = broken  # type: ignore[method-assign]
     with caplog.at_level("WARNING", logger="sparkcdc.server.scheduler"):
         s.tick()
     records = [r for r in caplog.records if "boom" in r.getMessage()]

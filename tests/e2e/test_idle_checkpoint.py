@@ -277,7 +277,8 @@ def test_writes_to_other_tables_run_no_batch_and_the_checkpoint_follows_the_cloc
     leaves those transactions to a later batch (a quiet span, ``Planner._quiet_span``), no Spark
     batch runs for them, and the driver raises the checkpoint through them to the clock reading
     the planner took before each scan. A captured row after them comes above every published
-    checkpoint, and a restart from the same Spark checkpoint gives it the same commit_ts."""
+    checkpoint (``tests/integration/capture/test_quiet_spans.py`` replays such a batch in a new
+    planner: the row keeps its commit_ts)."""
     schema, other = "e2e_span", "e2e_span_other"
     mariadb.execute(
         f"DROP DATABASE IF EXISTS {schema}",
@@ -294,19 +295,19 @@ def test_writes_to_other_tables_run_no_batch_and_the_checkpoint_follows_the_cloc
         wait_for(lambda: 1 in cf.commit_ts_by_id(), 60, "row 1")
         wait_for(lambda: _lag_s(cf.checkpoint()) < MAX_LAG_S, 15, "the checkpoint to catch up with the clock")
         batches = len(cf.spark_batches("offsets"))
-        # 10 s of writes to the other schema, 5 a second (each moves the binlog head).
+        # 8 s of writes to the other schema, 5 a second (each moves the binlog head).
         lags: list[float] = []
         stamps: list[int] = []
-        for i, (t, cp) in enumerate(_sample(10, cf.checkpoint)):
+        for i, (t, cp) in enumerate(_sample(8, cf.checkpoint)):
             mariadb.execute(f"INSERT INTO {other}.t VALUES ({i}, 'other')")
             lags.append(t - physical_ms(cp) / 1000)
             stamps.append(cp)
-        assert len(lags) >= 40 and stamps == sorted(stamps), "a checkpoint went backwards"
+        assert len(lags) >= 30 and stamps == sorted(stamps), "a checkpoint went backwards"
         print(f"other schema written: checkpoint lag {min(lags):.2f}-{max(lags):.2f}s")
         # the planner's reading is up to a second old when the driver marks from it, and the
         # planner runs at the query's trigger (0.2-2.2 s on a quiet machine; room for a busy one)
         assert max(lags) <= MAX_LAG_S + 2.0, f"checkpoint lags by up to {max(lags):.2f}s: {lags}"
-        assert physical_ms(stamps[-1]) - physical_ms(stamps[0]) >= 7000, "it did not follow the clock"
+        assert physical_ms(stamps[-1]) - physical_ms(stamps[0]) >= 5000, "it did not follow the clock"
         assert len(cf.spark_batches("offsets")) == batches, "a Spark batch ran for the other schema's rows"
         # A captured row with a minute-old header after the span: above every published checkpoint.
         published = max(cf.checkpoint(), cf.metadata())
@@ -315,18 +316,6 @@ def test_writes_to_other_tables_run_no_batch_and_the_checkpoint_follows_the_cloc
         assert ts2 > published, "a row came at or below a checkpoint already published"
     finally:
         proc.stop()
-    # A restart that runs row 2's batch again (its commit log entry removed) gives it the same commit_ts.
-    ends = {b: json.loads(text.splitlines()[2]) for b, text in cf.spark_batches("offsets").items()}
-    last = max(ends)
-    assert ends[last].get("segments", 0) > 0
-    commit = cf.data_dir / cf.name / "spark" / "commits" / str(last)
-    commit.unlink()
-    run2 = cf.start("run2")
-    try:
-        wait_for(commit.exists, 60, "row 2's batch run again")
-    finally:
-        run2.stop()
-    assert set(cf.commit_ts_by_id()[2]) == {ts2}
     mariadb.execute(f"DROP DATABASE IF EXISTS {schema}", f"DROP DATABASE IF EXISTS {other}")
 
 

@@ -11,13 +11,14 @@ the driver do.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
-from sparkcdc.capture.offset import Offset
+from sparkcdc.capture.offset import Offset, base_ts
 from sparkcdc.capture.reader import RowReader, TableShapes
 from sparkcdc.capture.start import head_offset
 from sparkcdc.model import RowChange
@@ -35,16 +36,22 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
 
 @contextmanager
-def _feed(db: LocalMariaDB, schema: str, tmp_path: Path) -> Iterator[tuple[Offset, Driver, Planner]]:
+def _feed(
+    db: LocalMariaDB, schema: str, tmp_path: Path, target_in_s: float | None = None
+) -> Iterator[tuple[Offset, Driver, Planner]]:
     """Tables ``t`` (captured) and ``other`` in ``schema``; a changefeed of ``t`` from the binlog
-    head: its start, its driver side and its planner."""
+    head: its start, its driver side and its planner (with ``target_in_s``: target-ts that many
+    seconds after now)."""
     db.execute(
         f"CREATE TABLE `{schema}`.t (id INT PRIMARY KEY)",
         f"CREATE TABLE `{schema}`.other (id INT PRIMARY KEY, v INT)",
     )
     start = head_offset(upstream(db))
-    driver = Driver(db, tmp_path, start)
-    planner = make_planner(db, tmp_path, start, marks_dir=driver.marks_dir, filter_rules=[f"{schema}.t"])
+    target = base_ts(int(time.time() + target_in_s)) if target_in_s is not None else None
+    driver = Driver(db, tmp_path, start, target_ts=target)
+    planner = make_planner(
+        db, tmp_path, start, target_ts=target, marks_dir=driver.marks_dir, filter_rules=[f"{schema}.t"]
+    )
     try:
         yield start, driver, planner
     finally:
@@ -167,3 +174,36 @@ def test_a_ddl_or_a_prepared_xa_transaction_after_other_tables_rows_is_planned(
             conn.close()
         committed = next_plan(planner, prepared.end)
         assert not committed.segments and committed.end.xa == ()
+
+
+def test_a_changefeed_with_target_ts_finishes_through_a_span_of_other_tables(
+    mariadb: LocalMariaDB, fresh_db: str, tmp_path: Path
+) -> None:
+    """Target-ts a few seconds ahead, and only other tables written until it passes: the spans
+    leave no batch but what target-ts needs, the driver's marks stop at target-ts, and the
+    changefeed finishes there."""
+    with _feed(mariadb, fresh_db, tmp_path, target_in_s=3) as (start, driver, planner):
+        target = planner.spec.target_ts
+        assert target is not None
+
+        def finished() -> bool:
+            nonlocal at
+            written.append(len(written))
+            mariadb.execute(f"INSERT INTO `{fresh_db}`.other VALUES ({written[-1]}, 0)")
+            plan = planner.next_batch(at)
+            if plan is not None:  # Spark runs it: the sink commits it
+                assert not plan.segments, "nothing captured was written"
+                seen.append(plan)
+                driver.commit(plan, len(seen))
+                at = plan.end
+            driver.running.mark()
+            return driver.running.finished()
+
+        at = start
+        seen: list[BatchPlan] = []
+        written: list[int] = []
+        wait_until(finished, timeout=20, interval=0.3, what="the changefeed to finish at target-ts")
+        # the last raise, a driver's mark or the planner's resolved batch, is target-ts exactly
+        assert driver.running.checkpoint_ts == target
+        # before target-ts no batch; after it, one past the rows up to it, one to target-ts at most
+        assert len(seen) <= 2 < len(written) - 5, (len(seen), len(written))

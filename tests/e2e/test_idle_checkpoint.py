@@ -89,6 +89,16 @@ class Changefeed:
         return {int(p.name): p.read_text() for p in folder.iterdir() if p.name.isdigit()}
 
 
+def _fresh_schemas(mariadb: LocalMariaDB, *schemas: str) -> None:
+    """Each schema created anew with one table ``t (id, v)``."""
+    for schema in schemas:
+        mariadb.execute(
+            f"DROP DATABASE IF EXISTS {schema}",
+            f"CREATE DATABASE {schema}",
+            f"CREATE TABLE {schema}.t (id INT PRIMARY KEY, v VARCHAR(20))",
+        )
+
+
 def _lag_s(ts: int) -> float:
     return time.time() - physical_ms(ts) / 1000
 
@@ -116,11 +126,7 @@ def test_an_idle_changefeed_checkpoint_follows_the_clock_and_an_open_transaction
     mariadb: LocalMariaDB, tmp_path: Path
 ) -> None:
     schema = "e2e_idle"
-    mariadb.execute(
-        f"DROP DATABASE IF EXISTS {schema}",
-        f"CREATE DATABASE {schema}",
-        f"CREATE TABLE {schema}.t (id INT PRIMARY KEY, v VARCHAR(20))",
-    )
+    _fresh_schemas(mariadb, schema)
     cf = Changefeed(mariadb, tmp_path, "e2e-idle", schema)
     proc = cf.start("run")
     try:
@@ -193,11 +199,7 @@ def test_an_idle_changefeed_checkpoint_follows_the_clock_and_an_open_transaction
 
 def test_kill9_while_idle_then_restart_gives_identical_values(mariadb: LocalMariaDB, tmp_path: Path) -> None:
     schema = "e2e_idle_kill"
-    mariadb.execute(
-        f"DROP DATABASE IF EXISTS {schema}",
-        f"CREATE DATABASE {schema}",
-        f"CREATE TABLE {schema}.t (id INT PRIMARY KEY, v VARCHAR(20))",
-    )
+    _fresh_schemas(mariadb, schema)
     cf = Changefeed(mariadb, tmp_path, "e2e-idle-kill", schema)
     run1 = cf.start("run1")
     try:
@@ -280,14 +282,7 @@ def test_writes_to_other_tables_run_no_batch_and_the_checkpoint_follows_the_cloc
     checkpoint (``tests/integration/capture/test_quiet_spans.py`` replays such a batch in a new
     planner: the row keeps its commit_ts)."""
     schema, other = "e2e_span", "e2e_span_other"
-    mariadb.execute(
-        f"DROP DATABASE IF EXISTS {schema}",
-        f"DROP DATABASE IF EXISTS {other}",
-        f"CREATE DATABASE {schema}",
-        f"CREATE DATABASE {other}",
-        f"CREATE TABLE {schema}.t (id INT PRIMARY KEY, v VARCHAR(20))",
-        f"CREATE TABLE {other}.t (id INT PRIMARY KEY, v VARCHAR(20))",
-    )
+    _fresh_schemas(mariadb, schema, other)
     cf = Changefeed(mariadb, tmp_path, "e2e-span", schema)
     proc = cf.start("run")
     try:
@@ -327,11 +322,7 @@ def test_an_idle_kafka_changefeed_sends_watermarks_that_follow_the_clock(
     from sparkcdc.codec.canal_json import decode_canal_json
 
     schema = "e2e_idle_kafka"
-    mariadb.execute(
-        f"DROP DATABASE IF EXISTS {schema}",
-        f"CREATE DATABASE {schema}",
-        f"CREATE TABLE {schema}.t (id INT PRIMARY KEY, v VARCHAR(20))",
-    )
+    _fresh_schemas(mariadb, schema)
     topic = "idle-" + uuid.uuid4().hex[:8]
     config = tmp_path / "cf.toml"
     config.write_text(f'[filter]\nrules = ["{schema}.*"]\n')

@@ -200,12 +200,13 @@ class RunningChangefeed:
         """Raise an idle changefeed's chain state to the upstream's resolved bound and have the sink
         publish it, without a batch (``marks.py``); whether it did.
 
-        Only where the planner's last scan found nothing to capture: at the end of the last committed
-        batch (no batch is planned and unwritten), with the binlog head, read after the clock, still
-        where that scan started from (nothing committed since); or, when the head moved, to the
-        clock reading that scan was planned with, if it passed other tables' transactions. Under the marks lock throughout, so no
-        plan is made between the reading and the publishing; the raised state is durable (the
-        marks file, ``checkpoint.json``, the meta database) before the sink publishes it.
+        Only where the planner's last scan found nothing to capture: at the end of the last
+        committed batch (no batch is planned and unwritten), with the binlog head, read after the
+        clock, still where that scan started from (nothing committed since); or, when the head
+        moved, to the clock reading that scan was planned with, if it passed other tables'
+        transactions (``marks.Quiet.resolved``). Under the marks lock throughout, so no plan is made
+        between the reading and the publishing; the raised state is durable (the marks file,
+        ``checkpoint.json``, the meta database) before the sink publishes it.
         """
         marks, clock = self.marks, self._clock
         if marks is None or clock is None or not clock.due():

@@ -305,7 +305,7 @@ class Planner:
         head = self.clock.binlog_head()
         if marks is not None:
             marks.quiet = None  # set again below when this start is still quiet
-        if head is not None and self._quiet == (start.file, start.pos, head):
+        if head is not None and self._quiet == (start.file, start.pos, head) and not self._span_aged(start):
             self._idle = True
             if marks is not None:
                 marks.quiet = Quiet(start.file, start.pos, head, self._quiet_resolved)
@@ -389,6 +389,17 @@ class Planner:
         if self._span_since is None or self._span_since[0] != at:
             self._span_since = (at, now)
         return now - self._span_since[1] < QUIET_SPAN_S
+
+    def _span_aged(self, start: Offset) -> bool:
+        """Whether plans have left a quiet span at ``start`` for ``QUIET_SPAN_S``: then the next plan
+        moves past it even while the binlog is idle (a restart of the upstream rotates its binlog,
+        and an old enough file at the start would then be purged)."""
+        since = self._span_since
+        return (
+            since is not None
+            and since[0] == (start.file, start.pos)
+            and time.monotonic() - since[1] >= QUIET_SPAN_S
+        )
 
     def _captures(self, txns: list[TxnInfo]) -> bool:
         """Whether any of ``txns`` changed a table the changefeed captures."""

@@ -139,6 +139,23 @@ def test_past_its_bound_a_span_is_a_batch_without_segments(
         assert (plan.end.file, plan.end.pos) == _head(mariadb) and plan.end.ts > start.ts
 
 
+def test_an_aged_span_is_moved_past_while_the_binlog_stays_idle(
+    mariadb: LocalMariaDB, fresh_db: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A span is left at most ``QUIET_SPAN_S`` even when nothing is written after it: the start
+    must not stay behind the head for days (a restart of the upstream rotates its binlog, and an
+    old enough file is then purged)."""
+    monkeypatch.setattr(plan_module, "QUIET_SPAN_S", 1.0)
+    with _feed(mariadb, fresh_db, tmp_path) as (start, _driver, planner):
+        mariadb.execute(f"INSERT INTO `{fresh_db}`.other VALUES (1, 0)")
+        head = _head(mariadb)
+        assert planner.next_batch(start) is None
+        left = time.monotonic()
+        plan = next_plan(planner, start)  # nothing written since: the head stays where it was
+        assert time.monotonic() - left >= 0.9, "moved past before the span aged"
+        assert not plan.segments and (plan.end.file, plan.end.pos) == head == _head(mariadb)
+
+
 def test_a_ddl_or_a_prepared_xa_transaction_after_other_tables_rows_is_planned(
     mariadb: LocalMariaDB, fresh_db: str, tmp_path: Path
 ) -> None:

@@ -197,11 +197,10 @@ class Planner:
         self.clock = UpstreamClock(self.up)
         self._idle = False
         """The last scan found nothing new: the next one may advance the resolved ts."""
-        self._quiet: tuple[str, int, tuple[str, int]] | None = None
-        """(start file, start pos, binlog head read before that scan) of the last scan that found
-        nothing to capture: while the head stays there, nothing was written after the start."""
-        self._quiet_resolved: int | None = None
-        """The clock reading the last quiet span was planned with (``marks.Quiet.resolved``)."""
+        self._quiet: Quiet | None = None
+        """The last scan that found nothing to capture (its start, the binlog head read before it,
+        and for a quiet span the clock reading it was planned with): while the head stays there,
+        nothing was written after the start."""
         self._reading: int | None = None
         """The resolved bound of this planner's last clock reading; taken before every later head."""
         self._span_since: tuple[tuple[str, int], float] | None = None
@@ -251,7 +250,7 @@ class Planner:
         if self.marks is None or self.clock.no_head:
             return False
         quiet = self._quiet
-        if quiet is None or (quiet[0], quiet[1]) != (start.file, start.pos) or self._finished_at(start):
+        if quiet is None or not quiet.at(start) or self._finished_at(start):
             return False
         deadline = time.monotonic() + wait
         # With the server's binlog relay, a poll first looks at the relay's newest file: while it
@@ -262,7 +261,7 @@ class Planner:
         if tip is not None:
             seen = tip()
             head = self.clock.binlog_head()
-            if head is None or head != quiet[2]:
+            if head is None or head != quiet.head:
                 return True
         while (left := deadline - time.monotonic()) > 0:
             time.sleep(min(HEAD_POLL_S, left))  # the polling period of the head; the deadline bounds it
@@ -272,7 +271,7 @@ class Planner:
                     continue
                 seen = now
             head = self.clock.binlog_head()
-            if head is None or head != quiet[2]:
+            if head is None or head != quiet.head:
                 return True
         return False
 
@@ -305,10 +304,11 @@ class Planner:
         head = self.clock.binlog_head()
         if marks is not None:
             marks.quiet = None  # set again below when this start is still quiet
-        if head is not None and self._quiet == (start.file, start.pos, head) and not self._span_aged(start):
+        quiet = self._quiet
+        if quiet is not None and quiet.at(start) and quiet.head == head and not self._span_aged(start):
             self._idle = True
             if marks is not None:
-                marks.quiet = Quiet(start.file, start.pos, head, self._quiet_resolved)
+                marks.quiet = quiet
             return self._resolved_batch(start, resolved)
         if marks is not None and head is not None and self.clock.due():
             # Read before the head that bounds this scan: if the scan passes only other tables'
@@ -321,10 +321,9 @@ class Planner:
         txns: list[TxnInfo] = []
         ddl_txns: list[TxnInfo] = []
         total = 0
-        whole = True  # the scan reached the head: no transaction was left for a later batch
+        whole = False  # the scan reached the head: no transaction was left for a later batch
         until = self._first[1].key() if self._first is not None and self._first[0] == start else None
         for txn in self.scanner.scan(start, until=head):
-            whole = False
             if target is not None and txn.ts > target:
                 resolved = target  # every transaction up to target-ts is out
                 break
@@ -345,15 +344,16 @@ class Planner:
             total += txn.nbytes
             if total >= self.spec.max_batch_bytes or (until is not None and txn.end.key() >= until):
                 break
+        else:
             whole = True
         if ddl_txns:
             return self._ddl_batch(start, ddl_txns, cat)
         if not txns:
             self._idle = True
             if head is not None:
-                self._quiet, self._quiet_resolved = (start.file, start.pos, head), None
+                self._quiet = Quiet(start.file, start.pos, head)
                 if marks is not None:
-                    marks.quiet = Quiet(start.file, start.pos, head)
+                    marks.quiet = self._quiet
             return self._resolved_batch(start, resolved)
         if (
             whole
@@ -363,8 +363,7 @@ class Planner:
             and self._quiet_span(start, txns, total)
         ):
             self._idle = True
-            self._quiet, self._quiet_resolved = (start.file, start.pos, head), self._reading
-            marks.quiet = Quiet(start.file, start.pos, head, self._reading)
+            self._quiet = marks.quiet = Quiet(start.file, start.pos, head, self._reading)
             return None
         plan = self._dml_batch(start, txns, cat)
         self._catalog_at = plan.end
@@ -384,11 +383,10 @@ class Planner:
         """
         if txns[-1].end.xa != start.xa or nbytes > QUIET_SPAN_BYTES or self._captures(txns):
             return False
-        now = time.monotonic()
         at = (start.file, start.pos)
         if self._span_since is None or self._span_since[0] != at:
-            self._span_since = (at, now)
-        return now - self._span_since[1] < QUIET_SPAN_S
+            self._span_since = (at, time.monotonic())
+        return not self._span_aged(start)
 
     def _span_aged(self, start: Offset) -> bool:
         """Whether plans have left a quiet span at ``start`` for ``QUIET_SPAN_S``: then the next plan

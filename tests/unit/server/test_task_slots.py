@@ -55,6 +55,15 @@ def test_a_cluster_master_keeps_its_parallelism_and_flags_win() -> None:
     assert server_spark_conf("local[8]", given) == given
 
 
+def _last_line(code: str) -> str:
+    """The last line ``code`` prints, run in a fresh interpreter (its own Spark session)."""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=240)
+    assert out.returncode == 0, out.stderr[-4000:]
+    lines = out.stdout.strip().splitlines()
+    assert lines, out.stderr[-4000:]
+    return lines[-1]
+
+
 def test_the_worker_daemon_serves_tasks_with_sparkcdcs_modules_loaded() -> None:
     """A real local Spark with the daemon: a Python task runs, in a worker forked from it, with
     the writer's modules already in ``sys.modules`` before the task imports anything."""
@@ -75,9 +84,7 @@ def test_the_worker_daemon_serves_tasks_with_sparkcdcs_modules_loaded() -> None:
             spark.stop()
         """
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=240)
-    assert out.returncode == 0, out.stderr[-4000:]
-    assert out.stdout.strip().splitlines()[-1] == "[(True, True)]", out.stderr[-4000:]
+    assert _last_line(code) == "[(True, True)]"
 
 
 def test_a_servers_session_runs_the_writers_first_job_before_any_changefeed() -> None:
@@ -110,6 +117,4 @@ def test_a_servers_session_runs_the_writers_first_job_before_any_changefeed() ->
             runner.shutdown()
         """
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=240)
-    assert out.returncode == 0, out.stderr[-4000:]
-    assert out.stdout.strip().splitlines()[-1] == "1 True", out.stderr[-4000:]
+    assert _last_line(code) == "1 True"

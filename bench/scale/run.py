@@ -859,18 +859,13 @@ What limits each kind (read it with the CPU and after-the-first-batch figures ab
   Python job, so every range task starts a Python worker (importing pyspark, pyarrow, sparkcdc)
   inside the snapshot; two tasks split the rows but each pays that start. MariaDB renders the
   chunks' CSV (upstream-render) with little CPU. The Spark start dominates the whole command.
-- Kafka: the sink takes serial segments (its `capabilities.segments`, sink/base.py `SinkCapabilities`; pipeline/changefeed.py
-  sets the source's parallelism to 1 for it): one task decodes, encodes and produces a whole batch
-  in commit order, and micro-batches run one after another, so Kafka's data path never uses more
-  than one core; a second core only takes the broker, librdkafka's threads, MariaDB and the driver
-  off the task's core. On the cluster the single task lands on either executor: the first task on
-  each one starts its Python worker and producer, and two more JVMs share the two cores.
-Design that would let Kafka scale: order is only needed per partition. Decode and encode the
-segments of a batch in parallel tasks (as storage does), route each message to its partition in
-the task, and hand each partition's messages to one ordered producer per partition that appends
-segment k+1's messages only after segment k's are acknowledged (the batch commits when every
-partition is done). N partitions can then use N cores; one partition (one table under the default
-dispatcher) still uses one."""
+- Kafka: segments that take turns (sink/base.py `SinkCapabilities.segments`, pipeline/turns.py):
+  each segment's task decodes and encodes at once, like storage's, but a task produces only after
+  every earlier segment's messages are acknowledged (before that it holds what it encoded), so
+  every partition receives the batch in commit order. What stays serial: the producing of the
+  segments one after another, librdkafka's threads and the broker (on the same two cores), plus
+  the per-batch planning and commit. On the cluster, two more JVMs share the two cores and the
+  first task on each executor starts its Python worker and producer."""
 
 
 # --- main ----------------------------------------------------------------------------------------

@@ -33,9 +33,9 @@ def test_storage_writes_segments_in_parallel_and_declares_its_marks(tmp_path: Pa
     assert remote.executors_write_files is None and not remote.upstream_rendered_csv
 
 
-def test_kafka_is_serial_and_routes_by_row_only_under_a_key_dispatcher() -> None:
+def test_kafka_takes_turns_and_routes_by_row_only_under_a_key_dispatcher() -> None:
     by_table = caps("kafka://127.0.0.1:9092/t?protocol=canal-json")
-    assert by_table.segments == "serial" and not by_table.route_depends_on_row
+    assert by_table.segments == "turns" and not by_table.route_depends_on_row
     assert "watermark" in by_table.resume_evidence
     assert by_table.idempotence == ""  # consumers drop repeats by watermark
     assert caps("kafka://127.0.0.1:9092/t?protocol=canal-json", KEY_DISPATCH).route_depends_on_row

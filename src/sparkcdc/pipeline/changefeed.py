@@ -647,11 +647,9 @@ def start_changefeed(
         relay_dir=spec.relay_dir,
     )
     running.use_marks(spark_checkpoint)
-    # A sink that orders parallel segments itself gets segments: each task decodes and writes one.
-    # Sinks that take whole segments get them: the writer task decodes its segment itself.
+    # A sink that orders parallel segments itself, or whose segments take turns at sending, gets
+    # segments: each task decodes and writes one.
     mode = "rows" if caps.segments == "rows" else "segments"
-    if caps.segments == "serial":
-        src.parallelism = 1  # one task decodes and writes each batch, in commit order
     if mode == "segments":
         # the source's runner (a process on this host) leaves each batch's segments here for the writer
         running.segments_dir = tempfile.mkdtemp(prefix="sparkcdc-segments-")

@@ -8,7 +8,7 @@ import pickle
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import fsspec
 
@@ -17,6 +17,9 @@ from sparkcdc.model import RowChange, TableInfo
 from sparkcdc.pipeline.plan import ddls_of, offset_of
 from sparkcdc.pipeline.spark import changefeed_tasks, map_in_arrow
 from sparkcdc.sink.base import PartitionWriter, Sink, WriterContext, table_route
+
+if TYPE_CHECKING:
+    from sparkcdc.pipeline.turns import SegmentTurn, TurnTicket
 
 log = logging.getLogger(__name__)
 
@@ -145,6 +148,7 @@ class RouteWriters:
         segment: int = 0,
         segments: int = 1,
         replay: bool | None = None,
+        turn: SegmentTurn | None = None,
     ) -> None:
         self.sink = sink
         self.tables = tables
@@ -156,6 +160,8 @@ class RouteWriters:
         """An earlier attempt of the batch (or of this task) may have published part of it; ``replay``
         None: rows that are never a replay of published ones (the initial snapshot's ranges share one
         commit_ts and are copied once by the snapshot's own state)."""
+        self.turn = turn
+        """The segment's place in its batch's order ("turns" sinks), given to every writer."""
         self.writers: dict[int, PartitionWriter] = {}
         self.counts: dict[int, int] = {}
         self.custom_route = _has_custom_route(sink)
@@ -195,6 +201,7 @@ class RouteWriters:
             self.segment,
             self.segments,
             self.replay,
+            self.turn,
         )
         w = self.writers[r] = self.sink.open_writer(ctx)
         self.counts[r] = 0
@@ -226,9 +233,14 @@ class RouteWriters:
         self.sink_seconds += time.perf_counter() - t0
 
     def close(self) -> list[str]:
-        """Close every writer: the commit messages (JSON); the first also carries the task's figures."""
+        """Close every writer: the commit messages (JSON); the first also carries the task's figures.
+
+        With a turn, the segment says it is done once every writer closed (its output is durable),
+        and never before the segments ahead of it (``SegmentTurn.done`` waits for the turn)."""
         t0 = time.perf_counter()
         closed = [(r, w.close()) for r, w in self.writers.items()]
+        if self.turn is not None:
+            self.turn.done()
         self.sink_seconds += time.perf_counter() - t0
         out = []
         for i, (r, sink_msg) in enumerate(closed):
@@ -245,12 +257,14 @@ class RouteWriters:
         return out
 
     def abort(self) -> None:
-        """Abort every writer (the task failed)."""
+        """Abort every writer (the task failed); with a turn, the batch is given up."""
         for w in self.writers.values():
             try:
                 w.abort()
             except Exception:  # the original error is the one to report
                 log.exception("abort of a writer failed")
+        if self.turn is not None:
+            self.turn.abandon()
 
 
 def make_writer(
@@ -298,13 +312,15 @@ def make_segment_writer(
     batch_id: int,
     segments: list[str] | None = None,
     replay: bool = False,
+    ticket: TurnTicket | None = None,
 ) -> Callable[[Iterator[Any]], Iterator[Any]]:
     """mapInArrow function over segment rows (``SEGMENT_SCHEMA``): decode each segment and write it.
 
     With ``segments`` (their JSON, shipped with the function), the input rows are ``spark.range``
     ids instead: row ``i`` stands for ``segments[i]``. The rows of a segment are decoded and
     written by the same Python process, in commit order; segments of one batch run in parallel
-    tasks and the sink orders their output at commit.
+    tasks and the sink orders their output at commit, or, with ``ticket`` ("turns" sinks), the
+    segments take turns at sending it (``pipeline.turns``).
     """
 
     def write_segments(batches: Iterator[Any]) -> Iterator[Any]:
@@ -319,7 +335,14 @@ def make_segment_writer(
                 texts = [segments[i] for i in rb.column("id").to_pylist()]
             for text in texts:
                 part = BinlogPartition.from_json(text)
-                out = RouteWriters(sink, tables, changefeed_id, batch_id, part.index, part.count, replay)
+                turn = None
+                if ticket is not None and part.count > 1:
+                    from sparkcdc.pipeline.turns import SegmentTurn
+
+                    turn = SegmentTurn(ticket, part.index)
+                out = RouteWriters(
+                    sink, tables, changefeed_id, batch_id, part.index, part.count, replay, turn
+                )
                 fallback: dict[tuple[str, str], TableInfo] = {}
                 try:
                     for rows, info, _own in iter_segment_batches(part, out.tally):
@@ -476,12 +499,24 @@ class BatchWriter:
         if segments is not None:
             df = df.sparkSession.range(0, len(segments), 1, len(segments))
         tables = self._tables_at(checkpoint_ts)
+        desk = ticket = None
+        if self.sink.capabilities.segments == "turns" and int(end.get("segments", 1)) > 1:
+            from sparkcdc.pipeline.turns import turn_desk
+
+            desk = turn_desk(df.sparkSession)
+            ticket = desk.open(f"changefeed {self.changefeed_id} batch {batch_id}", int(end["segments"]))
         out = map_in_arrow(
             df,
-            make_segment_writer(self.sink, tables, self.changefeed_id, batch_id, segments, self.replay),
+            make_segment_writer(
+                self.sink, tables, self.changefeed_id, batch_id, segments, self.replay, ticket
+            ),
             "msg string",
         )
-        res = self._commit_messages(out, batch_id, checkpoint_ts)
+        try:
+            res = self._commit_messages(out, batch_id, checkpoint_ts)
+        finally:
+            if desk is not None and ticket is not None:
+                desk.close(ticket)
         if segments is not None:
             drop_planned_segments(self.segments_dir, end)
         return res

@@ -16,8 +16,9 @@ Per micro-batch the pipeline does, in this order:
    ``PartitionWriter`` (``write`` per row, then ``close`` which must make the
    rows durable and return a small JSON-able commit message). A sink whose
    ``capabilities.segments`` is "parallel" instead gets one writer per route group
-   and segment (``WriterContext.segment``), all running at once; a "serial" one
-   gets every route group of a batch in one task;
+   and segment (``WriterContext.segment``), all running at once; a "turns" one
+   as well, each segment's writers holding their output until the earlier segments'
+   are durable (``WriterContext.turn``);
 3. driver: ``commit(batch_id, messages, checkpoint_ts)`` once every writer
    succeeded (messages in segment order): everything with commit_ts ≤ checkpoint_ts is now durable
    (storage writes ``metadata``, Kafka broadcasts watermarks, ...).
@@ -38,6 +39,7 @@ from sparkcdc.model import DDLEvent, RowChange, TableInfo
 
 if TYPE_CHECKING:
     from sparkcdc.config.replica import ReplicaConfig
+    from sparkcdc.pipeline.turns import SegmentTurn
     from sparkcdc.sink.objectstore import StorageBackend
 
 
@@ -45,13 +47,14 @@ if TYPE_CHECKING:
 class SinkCapabilities:
     """What a sink can do, declared by the sink in one place; the pipeline reads this, never its settings."""
 
-    segments: Literal["rows", "parallel", "serial"] = "rows"
+    segments: Literal["rows", "parallel", "turns"] = "rows"
     """How a batch reaches the writers. "rows": decoded rows are grouped by route and sorted in
     commit order. "parallel": writers of different segments of a batch may write the same route
     group at the same time (each in commit order within its segment) and ``commit`` puts their
     output in segment order; each segment is decoded and written by one task, without a shuffle.
-    "serial": one task decodes a whole batch and writes it in commit order (no shuffle, no sort),
-    which beats grouping rows by route for a fast writer whose order spans route groups (Kafka)."""
+    "turns": as "parallel", but the downstream takes each segment's output only after the earlier
+    segments' (``WriterContext.turn``, ``pipeline.turns``): the tasks decode and encode at the same
+    time and send in commit order, for a writer whose order spans route groups (Kafka)."""
     route_depends_on_row: bool = False
     """``route()`` looks at a row's values or commit_ts, not only its schema and table."""
     resume_evidence: str = ""
@@ -85,6 +88,10 @@ class WriterContext:
     """An earlier attempt of this batch may have published part of it (the first batch after a start
     or a failure, or a task Spark runs again): a sink that cannot make its writes idempotent checks
     what is already there (the storage sink's ``replay``)."""
+    turn: SegmentTurn | None = None
+    """With "turns" segments and ``segments > 1``: the segment's place in the batch's order, shared
+    by the task's writers; they send nothing before ``turn.ready()`` (they hold it), and the task
+    says ``turn.done()`` once every writer closed."""
 
 
 class PartitionWriter(ABC):

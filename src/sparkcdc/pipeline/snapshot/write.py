@@ -93,7 +93,7 @@ def write_spool(
 def direct_groups(sink: Any) -> str | None:
     """How the spool goes to a sink without the DataFrame path, or None when it must take it.
 
-    ``"parallel"``: a sink whose own order of a batch is serial (Kafka) takes the snapshot's rows in
+    ``"parallel"``: a sink whose own order of a batch spans its route groups (Kafka) takes the snapshot's rows in
     any order (one commit_ts, INSERTs of distinct keys): tasks write groups of spool files at once.
     ``"routes"``: every other sink that routes by table gets each of its route groups in one task, as
     the DataFrame path gives them, without the shuffle and sort (the rows share one commit_ts).
@@ -101,7 +101,7 @@ def direct_groups(sink: Any) -> str | None:
     caps = sink.capabilities
     if caps.segments == "parallel":
         return None
-    if caps.segments == "serial":
+    if caps.segments == "turns":
         return "parallel"
     if caps.route_depends_on_row:
         return None

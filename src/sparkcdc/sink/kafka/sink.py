@@ -77,9 +77,10 @@ class KafkaSink(Sink):
 
     @property
     def capabilities(self) -> SinkCapabilities:
-        # The writer outruns a shuffle: one task decodes each batch and produces it in commit order.
+        # The writer outruns a shuffle: each segment's task decodes and encodes it, and the tasks
+        # take turns at producing, so every partition receives the batch in commit order.
         return SinkCapabilities(
-            segments="serial",
+            segments="turns",
             route_depends_on_row=self._route_depends_on_row,
             resume_evidence="the watermarks on its topics (never published below the last one)",
             idempotence="",  # consumers drop a message at or below their partition's watermark

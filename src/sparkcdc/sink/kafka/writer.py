@@ -10,6 +10,11 @@ sent in chunks of that many as it arrives (the collapse and reorder apply within
 writer's memory does not grow with it. ``writer_group`` maps a Kafka (topic, partition) onto the
 writer group that owns it.
 
+The segments of a batch are written by parallel tasks that take turns (``pipeline.turns``): a
+writer of a later segment encodes as it goes but holds its messages (up to ``HOLD_BYTES``) until
+every earlier segment's messages are acknowledged, then produces them in order; so each partition
+receives the batch in commit order, as from one task.
+
 Keys changed several times in one transaction. TiDB hands TiCDC at most one change per key per
 transaction, so its DELETE < UPDATE < INSERT sort cannot reorder two changes of one key. A MySQL or
 MariaDB binlog can (``UPDATE id=2 WHERE id=1; UPDATE id=3 WHERE id=2``): sorting its split halves
@@ -39,6 +44,13 @@ if TYPE_CHECKING:
     from sparkcdc.sink.kafka.sink import KafkaSink
 
 _OP_ORDER = {"D": 0, "U": 1, "I": 2}
+
+HOLD_BYTES = 64 << 20
+"""Memory a writer of a later segment holds messages in while it waits for its turn
+(``WriterContext.turn``); past it, it stops encoding until the turn comes, so a batch's memory
+stays bounded."""
+_HELD_OVERHEAD = 120
+"""Bytes of Python objects per held message beside its key and value (its tuple, two bytes headers)."""
 
 MAX_TXN_ROWS = 8192
 """Row changes of one transaction a writer holds at most: a larger transaction is sent in chunks of
@@ -93,6 +105,9 @@ class _TableRoute:
 _Run = tuple[list["RowChange"], "TableInfo", _TableRoute]
 """Consecutive row changes of one table in one transaction, as held by a writer (its own list)."""
 
+_Message = tuple[str, int, "bytes | None", "bytes | None", "list[tuple[str, bytes]] | None"]
+"""topic, partition, key, value, headers: a message held until its segment's turn."""
+
 
 class KafkaPartitionWriter(PartitionWriter):
     """Produces one writer group's rows; ``close()`` returns only once the broker acknowledged all of them."""
@@ -120,6 +135,10 @@ class KafkaPartitionWriter(PartitionWriter):
         self._seq: dict[tuple[str, int], int] = {}
         """(topic, partition) → the next ``ROW_SEQ_HEADER`` number in transaction ``_seq_ts``."""
         self._seq_ts: int | None = None
+        self.turn = ctx.turn
+        self._waiting: list[_Message] | None = None if self.turn is None or self.turn.ready() else []
+        """Messages encoded before the segment's turn came, in order (None: the turn came)."""
+        self._waiting_bytes = 0
 
     def _route_of(self, row: RowChange, table: TableInfo) -> _TableRoute:
         key = (row.schema, row.table, id(table))
@@ -205,6 +224,8 @@ class KafkaPartitionWriter(PartitionWriter):
         self.chunks += 1
 
     def _flush_txn(self) -> None:
+        if self._waiting is not None and self.turn is not None and self.turn.ready():
+            self._send_waiting()
         txn = self._txn
         if self._txn_split:
             # spec §7: once an UPDATE was split, the transaction is ordered DELETE < UPDATE < INSERT;
@@ -223,6 +244,34 @@ class KafkaPartitionWriter(PartitionWriter):
         self._held = 0
         self._txn_ts = None
         self._txn_split = False
+        if self._waiting is not None and self._waiting_bytes >= HOLD_BYTES:
+            assert self.turn is not None
+            self.turn.wait()
+            self._send_waiting()
+
+    def _send(
+        self,
+        topic: str,
+        partition: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: list[tuple[str, bytes]] | None = None,
+    ) -> None:
+        """Produce one message, or hold it until the segment's turn."""
+        if self._waiting is None:
+            self.tracker.produce(topic, partition, key, value, headers)
+            return
+        self._waiting.append((topic, partition, key, value, headers))
+        self._waiting_bytes += _HELD_OVERHEAD + (len(key) if key else 0) + (len(value) if value else 0)
+
+    def _send_waiting(self) -> None:
+        """The turn came: produce what was held, in order; later messages go straight out."""
+        waiting = self._waiting
+        self._waiting = None
+        self._waiting_bytes = 0
+        produce = self.tracker.produce
+        for topic, partition, key, value, headers in waiting or ():
+            produce(topic, partition, key, value, headers)
 
     def _row_seq(self, ts: int, topic: str, partition: int) -> list[tuple[str, bytes]]:
         """The ``ROW_SEQ_HEADER`` of the next message of a table without a handle key."""
@@ -236,7 +285,7 @@ class KafkaPartitionWriter(PartitionWriter):
     def _produce_run(self, rows: list[RowChange], table: TableInfo, tr: _TableRoute) -> None:
         """A run's messages encoded in one call, produced keyless (the common case inline)."""
         assert tr.encode_rows is not None
-        if tr.keyless:
+        if tr.keyless or self._waiting is not None:
             self._produce_rows(rows, table, tr, tr.encode_rows(rows))
             return
         values = tr.encode_rows(rows)
@@ -263,7 +312,7 @@ class KafkaPartitionWriter(PartitionWriter):
                     nbytes += len(value)
                     continue
                 for key, payload in self.large.check(self.encoder, row, table, [(None, value)]):
-                    tracker.produce(topic, partition, key, payload)
+                    self._send(topic, partition, key, payload)
         finally:
             tracker.sent += sent
             tracker.bytes += nbytes
@@ -271,9 +320,9 @@ class KafkaPartitionWriter(PartitionWriter):
     def _produce_rows(
         self, rows: list[RowChange], table: TableInfo, tr: _TableRoute, values: list[bytes] | None = None
     ) -> None:
-        """Row by row: for protocols without a run encoder (Avro: keyed messages), and for a table
-        without a handle key, whose messages each carry their ``ROW_SEQ_HEADER`` (``values``: the
-        run encoder's, when the protocol has one)."""
+        """Row by row: for protocols without a run encoder (Avro: keyed messages), for a table
+        without a handle key, whose messages each carry their ``ROW_SEQ_HEADER``, and while the
+        segment waits for its turn (``values``: the run encoder's, when the protocol has one)."""
         for i, row in enumerate(rows):
             partition = tr.fixed_partition
             if partition is None:
@@ -283,12 +332,17 @@ class KafkaPartitionWriter(PartitionWriter):
             )
             for key, payload in self.large.check(self.encoder, row, table, messages):
                 headers = self._row_seq(row.commit_ts, tr.topic, partition) if tr.keyless else None
-                self.tracker.produce(tr.topic, partition, key, payload, headers)
+                self._send(tr.topic, partition, key, payload, headers)
 
     def close(self) -> dict[str, Any]:
-        """Send the last transaction, wait for every acknowledgement, report what was written."""
+        """Send the last transaction (after the segment's turn came), wait for every acknowledgement,
+        report what was written."""
         if self._txn:
             self._flush_txn()
+        if self._waiting is not None:
+            assert self.turn is not None
+            self.turn.wait()
+            self._send_waiting()
         self.tracker.wait()
         return {
             "writer": self.ctx.writer_id,
@@ -304,6 +358,7 @@ class KafkaPartitionWriter(PartitionWriter):
         self._txn = []
         self._held = 0
         self._txn_ts = None
+        self._waiting = None
 
 
 def _op_of(row: RowChange) -> str:

@@ -266,12 +266,29 @@ class KafkaPartitionWriter(PartitionWriter):
 
     def _send_waiting(self) -> None:
         """The turn came: produce what was held, in order; later messages go straight out."""
-        waiting = self._waiting
+        waiting = self._waiting or []
         self._waiting = None
         self._waiting_bytes = 0
-        produce = self.tracker.produce
-        for topic, partition, key, value, headers in waiting or ():
-            produce(topic, partition, key, value, headers)
+        tracker = self.tracker
+        producer = tracker.shared.producer
+        on_delivery = tracker.on_delivery
+        sent = nbytes = 0
+        try:
+            for i, (topic, partition, key, value, headers) in enumerate(waiting):
+                if headers is None:
+                    try:
+                        producer.produce(topic, value, key, partition, on_delivery)
+                        sent += 1
+                        nbytes += (len(key) if key else 0) + (len(value) if value else 0)
+                    except BufferError:
+                        tracker.produce(topic, partition, key, value)
+                else:
+                    tracker.produce(topic, partition, key, value, headers)
+                if not i % 1000:
+                    producer.poll(0)  # serve the delivery reports as they come
+        finally:
+            tracker.sent += sent
+            tracker.bytes += nbytes
 
     def _row_seq(self, ts: int, topic: str, partition: int) -> list[tuple[str, bytes]]:
         """The ``ROW_SEQ_HEADER`` of the next message of a table without a handle key."""
@@ -285,10 +302,13 @@ class KafkaPartitionWriter(PartitionWriter):
     def _produce_run(self, rows: list[RowChange], table: TableInfo, tr: _TableRoute) -> None:
         """A run's messages encoded in one call, produced keyless (the common case inline)."""
         assert tr.encode_rows is not None
-        if tr.keyless or self._waiting is not None:
+        if tr.keyless:
             self._produce_rows(rows, table, tr, tr.encode_rows(rows))
             return
         values = tr.encode_rows(rows)
+        if self._waiting is not None:
+            self._hold_run(rows, values, table, tr)
+            return
         tracker = self.tracker
         limit = self.large.max_message_bytes - MESSAGE_OVERHEAD
         producer = tracker.shared.producer
@@ -317,12 +337,34 @@ class KafkaPartitionWriter(PartitionWriter):
             tracker.sent += sent
             tracker.bytes += nbytes
 
+    def _hold_run(
+        self, rows: list[RowChange], values: list[bytes], table: TableInfo, tr: _TableRoute
+    ) -> None:
+        """``_produce_run`` before the segment's turn: the messages are held, in order."""
+        assert self._waiting is not None
+        hold = self._waiting.append
+        limit = self.large.max_message_bytes - MESSAGE_OVERHEAD
+        topic = tr.topic
+        fixed = tr.fixed_partition
+        nbytes = 0
+        for row, value in zip(rows, values, strict=True):
+            partition = fixed
+            if partition is None:
+                partition = tr.dispatcher.partition(row, table, tr.num_partitions)
+            if len(value) <= limit:
+                hold((topic, partition, None, value, None))
+                nbytes += _HELD_OVERHEAD + len(value)
+                continue
+            for key, payload in self.large.check(self.encoder, row, table, [(None, value)]):
+                self._send(topic, partition, key, payload)
+        self._waiting_bytes += nbytes
+
     def _produce_rows(
         self, rows: list[RowChange], table: TableInfo, tr: _TableRoute, values: list[bytes] | None = None
     ) -> None:
         """Row by row: for protocols without a run encoder (Avro: keyed messages), for a table
-        without a handle key, whose messages each carry their ``ROW_SEQ_HEADER``, and while the
-        segment waits for its turn (``values``: the run encoder's, when the protocol has one)."""
+        without a handle key, whose messages each carry their ``ROW_SEQ_HEADER`` (``values``: the
+        run encoder's, when the protocol has one)."""
         for i, row in enumerate(rows):
             partition = tr.fixed_partition
             if partition is None:

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from sparkcdc.errors import SinkUnavailable
-from sparkcdc.pipeline.turns import SegmentTurn, TurnDesk
+from sparkcdc.pipeline.turns import SegmentTurn, TurnDesk, TurnTicket
 
 
 @pytest.fixture()
@@ -112,3 +112,14 @@ def test_batches_keep_their_own_turns(desk: TurnDesk) -> None:
     with pytest.raises(SinkUnavailable):
         a1.wait()
     b1.done()
+
+
+def test_a_desk_the_executor_cannot_reach_names_the_way_out() -> None:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # bound, not listening: connections are refused
+        ticket = TurnTicket("127.0.0.1", port, "t" * 32, "changefeed cf batch 13")
+        with pytest.raises(SinkUnavailable, match=r"cannot be reached.*spark\.sparkcdc\.changefeedTasks=1"):
+            SegmentTurn(ticket, 1)

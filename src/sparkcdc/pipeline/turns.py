@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sparkcdc.errors import SinkUnavailable
+from sparkcdc.pipeline.spark import CHANGEFEED_TASKS_KEY
 
 log = logging.getLogger(__name__)
 
@@ -216,7 +217,11 @@ class SegmentTurn:
             self._sock.settimeout(None)
             self._sock.sendall(f"JOIN {ticket.token} {segment} {wait_s}\n".encode())
         except OSError as e:
-            raise self._error(f"the driver's turn desk {ticket.host}:{ticket.port} failed: {e}") from e
+            raise self._error(
+                f"the driver's turn desk {ticket.host}:{ticket.port} cannot be reached: {e}. The "
+                "executors must reach that port of the driver (spark.driver.host), or set --spark-conf "
+                f"{CHANGEFEED_TASKS_KEY}=1 to write each batch in one task"
+            ) from e
         self._file = self._sock.makefile("rb")
         threading.Thread(target=self._await_turn, name="sparkcdc-turn", daemon=True).start()
 

@@ -36,6 +36,9 @@ def test_storage_writes_segments_in_parallel_and_declares_its_marks(tmp_path: Pa
 def test_kafka_takes_turns_and_routes_by_row_only_under_a_key_dispatcher() -> None:
     by_table = caps("kafka://127.0.0.1:9092/t?protocol=canal-json")
     assert by_table.segments == "turns" and not by_table.route_depends_on_row
+    # without acknowledgements a turn could pass before the earlier messages are in the log
+    assert caps("kafka://127.0.0.1:9092/t?protocol=canal-json&required-acks=0").segments == "serial"
+    assert caps("kafka://127.0.0.1:9092/t?protocol=canal-json&required-acks=1").segments == "turns"
     assert "watermark" in by_table.resume_evidence
     assert by_table.idempotence == ""  # consumers drop repeats by watermark
     assert caps("kafka://127.0.0.1:9092/t?protocol=canal-json", KEY_DISPATCH).route_depends_on_row

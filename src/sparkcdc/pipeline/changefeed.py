@@ -650,6 +650,8 @@ def start_changefeed(
     # A sink that orders parallel segments itself, or whose segments take turns at sending, gets
     # segments: each task decodes and writes one.
     mode = "rows" if caps.segments == "rows" else "segments"
+    if caps.segments == "serial":
+        src.parallelism = 1  # one task decodes and writes each batch, in commit order
     if mode == "segments":
         # the source's runner (a process on this host) leaves each batch's segments here for the writer
         running.segments_dir = tempfile.mkdtemp(prefix="sparkcdc-segments-")

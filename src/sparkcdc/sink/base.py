@@ -18,7 +18,7 @@ Per micro-batch the pipeline does, in this order:
    ``capabilities.segments`` is "parallel" instead gets one writer per route group
    and segment (``WriterContext.segment``), all running at once; a "turns" one
    as well, each segment's writers holding their output until the earlier segments'
-   are durable (``WriterContext.turn``);
+   are durable (``WriterContext.turn``); a "serial" one gets a batch in one task;
 3. driver: ``commit(batch_id, messages, checkpoint_ts)`` once every writer
    succeeded (messages in segment order): everything with commit_ts ≤ checkpoint_ts is now durable
    (storage writes ``metadata``, Kafka broadcasts watermarks, ...).
@@ -47,14 +47,17 @@ if TYPE_CHECKING:
 class SinkCapabilities:
     """What a sink can do, declared by the sink in one place; the pipeline reads this, never its settings."""
 
-    segments: Literal["rows", "parallel", "turns"] = "rows"
+    segments: Literal["rows", "parallel", "turns", "serial"] = "rows"
     """How a batch reaches the writers. "rows": decoded rows are grouped by route and sorted in
     commit order. "parallel": writers of different segments of a batch may write the same route
     group at the same time (each in commit order within its segment) and ``commit`` puts their
     output in segment order; each segment is decoded and written by one task, without a shuffle.
     "turns": as "parallel", but the downstream takes each segment's output only after the earlier
     segments' (``WriterContext.turn``, ``pipeline.turns``): the tasks decode and encode at the same
-    time and send in commit order, for a writer whose order spans route groups (Kafka)."""
+    time and send in commit order, for a writer whose order spans route groups (Kafka).
+    "serial": one task decodes a whole batch and writes it in commit order (Kafka with
+    ``required-acks=0``: no acknowledgement says a message is in the log, so two producers cannot
+    take turns)."""
     route_depends_on_row: bool = False
     """``route()`` looks at a row's values or commit_ts, not only its schema and table."""
     resume_evidence: str = ""

@@ -101,7 +101,7 @@ def direct_groups(sink: Any) -> str | None:
     caps = sink.capabilities
     if caps.segments == "parallel":
         return None
-    if caps.segments == "turns":
+    if caps.segments in ("turns", "serial"):
         return "parallel"
     if caps.route_depends_on_row:
         return None

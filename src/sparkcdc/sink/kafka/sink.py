@@ -78,9 +78,11 @@ class KafkaSink(Sink):
     @property
     def capabilities(self) -> SinkCapabilities:
         # The writer outruns a shuffle: each segment's task decodes and encodes it, and the tasks
-        # take turns at producing, so every partition receives the batch in commit order.
+        # take turns at producing, so every partition receives the batch in commit order. A turn
+        # passes once the earlier messages are acknowledged; without acknowledgements (acks=0) a
+        # delivered message may not be in the log yet, so one task writes each batch.
         return SinkCapabilities(
-            segments="turns",
+            segments="serial" if self.options.required_acks == 0 else "turns",
             route_depends_on_row=self._route_depends_on_row,
             resume_evidence="the watermarks on its topics (never published below the last one)",
             idempotence="",  # consumers drop a message at or below their partition's watermark

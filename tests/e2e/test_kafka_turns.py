@@ -111,16 +111,16 @@ def test_a_segment_task_killed_mid_batch_gives_the_batch_up_and_the_rerun_loses_
     inserts, then updates and deletes of the same keys, in two segments: a segment sent ahead of
     the one before it would apply an update before its insert."""
     schema = "e2e_kafka_turns_kill"
+    mariadb.execute(f"DROP DATABASE IF EXISTS `{schema}`")
+    start_ts = tso(mariadb.uri)  # the table's creation is in the stream: the consumer creates it
     mariadb.execute(
-        f"DROP DATABASE IF EXISTS `{schema}`",
         f"CREATE DATABASE `{schema}`",
         f"CREATE TABLE `{schema}`.t (id INT PRIMARY KEY, v INT, pad VARCHAR(40))",
     )
-    start_ts = tso(mariadb.uri)
     rows = 120_000
     mariadb.execute(
-        f"INSERT INTO `{schema}`.t SELECT seq, seq, REPEAT('x', 30) FROM seq_1_to_{rows} WHERE seq % 2 = 1",
-        f"INSERT INTO `{schema}`.t SELECT seq, seq, REPEAT('y', 30) FROM seq_1_to_{rows} WHERE seq % 2 = 0",
+        f"INSERT INTO `{schema}`.t SELECT seq, seq, REPEAT('x', 30) FROM `{schema}`.seq_1_to_{rows} WHERE seq % 2 = 1",
+        f"INSERT INTO `{schema}`.t SELECT seq, seq, REPEAT('y', 30) FROM `{schema}`.seq_1_to_{rows} WHERE seq % 2 = 0",
         f"UPDATE `{schema}`.t SET v = v + 1, pad = REPEAT('z', 30)",
         f"DELETE FROM `{schema}`.t WHERE id % 3 = 0",
     )

@@ -39,6 +39,19 @@ SCHEMA = "e2e_kafka_turns"
 RUN_TIMEOUT = 420
 
 
+def _changefeed(tansu: LocalTansu, schema: str, tmp_path: Path) -> tuple[Path, str, str]:
+    """The changefeed's config (its schema, index-value dispatch), a new topic and its sink URI
+    (canal-json with commit_ts, three partitions)."""
+    config = tmp_path / "cf.toml"
+    config.write_text(
+        f'[filter]\nrules = ["{schema}.*"]\n'
+        f'[sink]\ndispatchers = [{{matcher = ["{schema}.*"], partition = "index-value"}}]\n'
+    )
+    topic = f"turns-{uuid.uuid4().hex[:8]}"
+    sink_uri = tansu.sink_uri(topic, "protocol=canal-json&enable-tidb-extension=true&partition-num=3")
+    return config, topic, sink_uri
+
+
 def test_parallel_segments_reach_every_partition_in_commit_order(
     spark: Any,
     mariadb: LocalMariaDB,
@@ -51,13 +64,7 @@ def test_parallel_segments_reach_every_partition_in_commit_order(
     start_ts = tso(mariadb.uri)
     run_workload(mariadb, SCHEMA, rows=400, seed=23)
     target_ts = tso(mariadb.uri)
-    config = tmp_path / "cf.toml"
-    config.write_text(
-        f'[filter]\nrules = ["{SCHEMA}.*"]\n'
-        f'[sink]\ndispatchers = [{{matcher = ["{SCHEMA}.*"], partition = "index-value"}}]\n'
-    )
-    topic = f"turns-{uuid.uuid4().hex[:8]}"
-    sink_uri = tansu.sink_uri(topic, "protocol=canal-json&enable-tidb-extension=true&partition-num=3")
+    config, topic, sink_uri = _changefeed(tansu, SCHEMA, tmp_path)
     state = tmp_path / "state"
     _run(spark, mariadb.uri, sink_uri, config, state, start_ts, target_ts)
     segments = _segments_per_batch(state)
@@ -125,13 +132,7 @@ def test_a_segment_task_killed_mid_batch_gives_the_batch_up_and_the_rerun_loses_
         f"DELETE FROM `{schema}`.t WHERE id % 3 = 0",
     )
     target_ts = tso(mariadb.uri)
-    config = tmp_path / "cf.toml"
-    config.write_text(
-        f'[filter]\nrules = ["{schema}.*"]\n'
-        f'[sink]\ndispatchers = [{{matcher = ["{schema}.*"], partition = "index-value"}}]\n'
-    )
-    topic = f"turns-kill-{uuid.uuid4().hex[:8]}"
-    sink_uri = tansu.sink_uri(topic, "protocol=canal-json&enable-tidb-extension=true&partition-num=3")
+    config, topic, sink_uri = _changefeed(tansu, schema, tmp_path)
     run = CliProcess(
         run_args(
             mariadb.uri,

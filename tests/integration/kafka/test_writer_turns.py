@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -43,28 +44,47 @@ def _ids(tansu: LocalTansu, topic: str) -> list[int]:
     ]
 
 
+TABLE = person_table("shop")
+
+
+class _Batch:
+    """A batch of two segments on one partition: segment 1's writer is open (it writes ids from 100
+    on), segment 0 writes ids 0..99 when ``first`` is called."""
+
+    def __init__(self, tansu: LocalTansu, topic: str, desk: TurnDesk, batch: int) -> None:
+        self.sink = KafkaSink(
+            tansu.sink_uri(topic, "protocol=canal-json&partition-num=1"), ReplicaConfig(), "cf"
+        )
+        self.sink.check()
+        self.batch = batch
+        ticket = desk.open(f"changefeed cf batch {batch}", 2)
+        self.first_turn, self.second_turn = SegmentTurn(ticket, 0), SegmentTurn(ticket, 1)
+        self.second: Any = self.sink.open_writer(
+            WriterContext("cf", batch, 0, segment=1, segments=2, turn=self.second_turn)
+        )
+
+    def first(self) -> None:
+        w = self.sink.open_writer(
+            WriterContext("cf", self.batch, 0, segment=0, segments=2, turn=self.first_turn)
+        )
+        for row in _rows(0, 100, 1_000):
+            w.write(row, TABLE)
+        w.close()
+        self.first_turn.done()
+
+
 def test_a_later_segment_sends_nothing_before_its_turn_and_everything_in_order_after(
     tansu: LocalTansu, topic: str, desk: TurnDesk
 ) -> None:
-    sink = KafkaSink(tansu.sink_uri(topic, "protocol=canal-json&partition-num=1"), ReplicaConfig(), "cf")
-    sink.check()
-    table = person_table("shop")
-    ticket = desk.open("changefeed cf batch 1", 2)
-    first_turn, second_turn = SegmentTurn(ticket, 0), SegmentTurn(ticket, 1)
-    second = sink.open_writer(WriterContext("cf", 1, 0, segment=1, segments=2, turn=second_turn))
+    b = _Batch(tansu, topic, desk, 1)
     for row in _rows(100, 50, 2_000):  # one transaction per row: each flush checks the turn
-        second.write(row, table)
-    second.write(_rows(150, 1, 3_000)[0], table)
-    assert second.tracker.sent == 0, "segment 1 produced before its turn"  # type: ignore[attr-defined]
+        b.second.write(row, TABLE)
+    b.second.write(_rows(150, 1, 3_000)[0], TABLE)
+    assert b.second.tracker.sent == 0, "segment 1 produced before its turn"
     assert _ids(tansu, topic) == []
-
-    first = sink.open_writer(WriterContext("cf", 1, 0, segment=0, segments=2, turn=first_turn))
-    for row in _rows(0, 100, 1_000):
-        first.write(row, table)
-    first.close()
-    first_turn.done()
-    second.close()
-    second_turn.done()
+    b.first()
+    b.second.close()
+    b.second_turn.done()
     assert _ids(tansu, topic) == list(range(151))
 
 
@@ -72,23 +92,18 @@ def test_past_its_hold_bound_a_writer_waits_for_its_turn(
     tansu: LocalTansu, topic: str, desk: TurnDesk, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(kafka_writer, "HOLD_BYTES", 2_000)
-    sink = KafkaSink(tansu.sink_uri(topic, "protocol=canal-json&partition-num=1"), ReplicaConfig(), "cf")
-    sink.check()
-    table = person_table("shop")
-    ticket = desk.open("changefeed cf batch 2", 2)
-    first_turn, second_turn = SegmentTurn(ticket, 0), SegmentTurn(ticket, 1)
-    second = sink.open_writer(WriterContext("cf", 2, 0, segment=1, segments=2, turn=second_turn))
+    b = _Batch(tansu, topic, desk, 2)
     written: list[int] = []
     failed: list[BaseException] = []
 
     def write_second() -> None:
         try:
             for row in _rows(100, 100, 2_000):
-                second.write(row, table)
+                b.second.write(row, TABLE)
                 assert row.after is not None
                 written.append(row.after[0])
-            second.close()
-            second_turn.done()
+            b.second.close()
+            b.second_turn.done()
         except BaseException as e:  # reported by the test below
             failed.append(e)
 
@@ -96,28 +111,17 @@ def test_past_its_hold_bound_a_writer_waits_for_its_turn(
     t.start()
     t.join(1.0)
     assert t.is_alive() and 0 < len(written) < 100, f"{len(written)} rows written without a turn"
-    held = len(written)
-    first = sink.open_writer(WriterContext("cf", 2, 0, segment=0, segments=2, turn=first_turn))
-    for row in _rows(0, 100, 1_000):
-        first.write(row, table)
-    first.close()
-    first_turn.done()
+    b.first()
     t.join(30.0)
     assert not t.is_alive() and not failed, failed
-    assert held < 100
     assert _ids(tansu, topic) == list(range(200))
 
 
 def test_a_writer_whose_batch_is_given_up_raises(tansu: LocalTansu, topic: str, desk: TurnDesk) -> None:
-    sink = KafkaSink(tansu.sink_uri(topic, "protocol=canal-json&partition-num=1"), ReplicaConfig(), "cf")
-    sink.check()
-    table = person_table("shop")
-    ticket = desk.open("changefeed cf batch 3", 2)
-    first_turn, second_turn = SegmentTurn(ticket, 0), SegmentTurn(ticket, 1)
-    second = sink.open_writer(WriterContext("cf", 3, 0, segment=1, segments=2, turn=second_turn))
+    b = _Batch(tansu, topic, desk, 3)
     for row in _rows(100, 10, 2_000):
-        second.write(row, table)
-    first_turn.abandon()  # segment 0's task failed
+        b.second.write(row, TABLE)
+    b.first_turn.abandon()  # segment 0's task failed
     with pytest.raises(Exception, match="segment 1 of changefeed cf batch 3 did not get its turn"):
-        second.close()
+        b.second.close()
     assert _ids(tansu, topic) == []

@@ -2,10 +2,11 @@
 
 One ``confluent_kafka.Producer`` is shared per process and configuration (Spark
 reuses Python workers across tasks). Each writer holds a ``DeliveryTracker``:
-every message it produces is counted, the broker's acknowledgement (or
-failure) arrives through ``on_delivery``, and ``wait()`` returns only when all
-of the writer's messages are acknowledged — otherwise it raises, so the batch
-is retried and the checkpoint does not move.
+every message it produces is counted, a failure arrives through ``on_delivery``
+(librdkafka reports failures only: ``delivery.report.only.error``), and
+``wait()`` returns only once the producer's queue is empty, every message
+acknowledged or failed, and none of the writer's failed — otherwise it raises,
+so the batch is retried and the checkpoint does not move.
 
 While the brokers are unreachable librdkafka keeps retrying on its own; the
 state is logged once when it goes down and once when it comes back, and a
@@ -240,8 +241,9 @@ class DeliveryTracker:
 
     @property
     def outstanding(self) -> int:
-        """Messages neither acknowledged nor failed yet."""
-        return self.sent - self.acked - self.failed
+        """Messages the producer still holds, neither acknowledged nor failed: this writer's, and
+        those of any other writer on the same producer (one task at a time in a Python worker)."""
+        return len(self._producer)
 
     def wait(self, timeout: float | None = None) -> None:
         """Block until every produced message is acknowledged; raise the first failure.
@@ -253,7 +255,7 @@ class DeliveryTracker:
         deadline = time.monotonic() + limit
         producer = self.shared.producer
         last_note = time.monotonic()
-        while self.outstanding > 0:
+        while self.sent and self.outstanding > 0:
             producer.flush(1.0)
             now = time.monotonic()
             if self.shared.state.down and now - last_note >= 10.0:
@@ -271,6 +273,9 @@ class DeliveryTracker:
                     f"{self.outstanding} message(s) to Kafka {opts.bootstrap_servers} not acknowledged after "
                     f"{limit:.0f}s (last error: {self.shared.state.last_error or 'none'}); the batch will be retried"
                 )
+        self.acked = self.sent - self.failed
+        if not self.failed and self.sent and self.shared.state.down_since is not None:
+            self.shared.state.on_delivered()
         if self.failed:
             discard_producer(self.shared)
             first = self.errors[0] if self.errors else SinkUnavailable("Kafka delivery failed")

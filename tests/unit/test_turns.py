@@ -123,3 +123,17 @@ def test_a_desk_the_executor_cannot_reach_names_the_way_out() -> None:
         ticket = TurnTicket("127.0.0.1", port, "t" * 32, "changefeed cf batch 13")
         with pytest.raises(SinkUnavailable, match=r"cannot be reached.*spark\.sparkcdc\.changefeedTasks=1"):
             SegmentTurn(ticket, 1)
+
+
+def test_a_request_the_desk_does_not_understand_is_answered_and_changes_nothing(desk: TurnDesk) -> None:
+    import socket
+
+    ticket = desk.open("changefeed cf batch 14", 2)
+    for line in (b"HELLO\n", b"JOIN x y z\n", f"JOIN {ticket.token} one 5\n".encode()):
+        with socket.create_connection(("127.0.0.1", desk.port), timeout=5) as s:
+            s.sendall(line)
+            assert s.makefile("rb").readline().strip() == b"bad request"
+    first, second = SegmentTurn(ticket, 0), SegmentTurn(ticket, 1)
+    first.done()
+    second.wait()
+    second.done()

@@ -165,13 +165,16 @@ class _Handler(socketserver.StreamRequestHandler):
     def handle(self) -> None:
         desk = self.server.desk
         words = self.rfile.readline(512).decode("ascii", "replace").split()
-        if len(words) != 4 or words[0] != "JOIN":
+        try:
+            if len(words) != 4 or words[0] != "JOIN":
+                raise ValueError(words)
+            token, segment, timeout = words[1], int(words[2]), float(words[3])
+        except ValueError:
             self.wfile.write(b"bad request\n")
             return
-        token, segment = words[1], int(words[2])
         finished = False
         try:
-            reply = desk.join(token, segment, float(words[3]))
+            reply = desk.join(token, segment, timeout)
             self.wfile.write(reply.encode() + b"\n")
             if reply != "go":
                 return

@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from sparkcdc.errors import SinkUnavailable
+from sparkcdc.pipeline import turns
 from sparkcdc.pipeline.turns import SegmentTurn, TurnDesk, TurnTicket
 
 
@@ -134,6 +135,26 @@ def test_a_request_the_desk_does_not_understand_is_answered_and_changes_nothing(
             s.sendall(line)
             assert s.makefile("rb").readline().strip() == b"bad request"
     first, second = SegmentTurn(ticket, 0), SegmentTurn(ticket, 1)
+    first.done()
+    second.wait()
+    second.done()
+
+
+def test_a_segment_whose_task_never_joins_gives_the_batch_up_after_a_while(
+    desk: TurnDesk, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Spark runs a segment's task again when its executor was lost before the task joined; if the
+    later segments hold every slot while they wait, that task never starts: the batch is given up."""
+    monkeypatch.setattr(turns, "ABSENT_S", 0.5)
+    ticket = desk.open("changefeed cf batch 15", 2)
+    with pytest.raises(SinkUnavailable, match=r"segment\(s\) \[0\] had no running task for 0.5s"):
+        SegmentTurn(ticket, 1).wait()
+    # one that joins in time is waited for as long as it runs
+    ticket = desk.open("changefeed cf batch 16", 2)
+    second = SegmentTurn(ticket, 1)
+    first = SegmentTurn(ticket, 0)
+    time.sleep(1.0)  # longer than ABSENT_S: segment 0 is connected, so segment 1 keeps waiting
+    assert not second.ready()
     first.done()
     second.wait()
     second.done()

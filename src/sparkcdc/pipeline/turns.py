@@ -20,7 +20,9 @@ prefix of the batch twice, in order (at-least-once; the consumers drop the repea
 run one segment again instead could deadlock (its retry waits for a slot that the later segments
 hold while they wait for it) or, after a ``done``, send it behind later segments. ``close``, after
 the batch's job ended, turns away whatever still waits. Tasks start in index order, so a waiting
-task never holds a slot that an earlier segment of its batch needs.
+task never holds a slot that an earlier segment of its batch needs, except when Spark runs that
+segment's task again after its executor was lost before the task joined: a segment waiting for
+one that has had no task connected for ``ABSENT_S`` gives the batch up too.
 """
 
 from __future__ import annotations
@@ -42,6 +44,11 @@ log = logging.getLogger(__name__)
 WAIT_S = 900.0
 """Seconds a segment waits for the earlier ones before its task fails (the batch then runs again)."""
 
+ABSENT_S = 30.0
+"""Seconds a segment waits while an earlier one has no task connected to the desk (not started yet,
+or lost with its executor before it joined) before the batch is given up: Spark may be holding that
+task until a slot frees, and the waiting segments hold the slots."""
+
 
 @dataclass(frozen=True)
 class TurnTicket:
@@ -55,11 +62,13 @@ class TurnTicket:
 
 
 class _Batch:
-    __slots__ = ("done", "given_up", "segments")
+    __slots__ = ("done", "given_up", "present", "segments")
 
     def __init__(self, segments: int) -> None:
         self.segments = segments
         self.done: set[int] = set()
+        self.present: set[int] = set()
+        """Segments whose task is connected now."""
         self.given_up = ""
         """Why the batch was given up ("" while it runs)."""
 
@@ -104,12 +113,17 @@ class TurnDesk:
 
     def join(self, token: str, segment: int, timeout: float) -> str:
         """Block until ``segment``'s turn: "go", or why it will not come."""
-        deadline = time.monotonic() + timeout
+        now = time.monotonic()
+        deadline = now + timeout
+        absent_since: float | None = None
+        """Since when an earlier segment has had no task connected (none yet, or it left)."""
         with self._cond:
             b = self._batches.get(token)
-            if b is not None and segment in b.done:
-                # a task run again after it said done: what it sends would follow later segments
-                self._give_up(b, f"segment {segment} ran again after it finished")
+            if b is not None:
+                b.present.add(segment)
+                if segment in b.done:
+                    # a task run again after it said done: what it sends would follow later segments
+                    self._give_up(b, f"segment {segment} ran again after it finished")
             while True:
                 b = self._batches.get(token)
                 if b is None:
@@ -119,11 +133,24 @@ class TurnDesk:
                 missing = [i for i in range(segment) if i not in b.done]
                 if not missing:
                     return "go"
-                left = deadline - time.monotonic()
-                if left <= 0:
+                now = time.monotonic()
+                absent = [i for i in missing if i not in b.present]
+                if not absent:
+                    absent_since = None
+                elif absent_since is None:
+                    absent_since = now
+                elif now - absent_since >= ABSENT_S:
+                    # its task is not running: lost with its executor before it joined, or waiting
+                    # for a slot that this segment holds (a resubmitted task); the batch runs again
+                    self._give_up(
+                        b,
+                        f"segment(s) {absent} had no running task for {ABSENT_S:g}s while later ones waited",
+                    )
+                    continue
+                if now >= deadline:
                     self._give_up(b, f"segment(s) {missing} not done after {timeout:.0f}s")
                     continue
-                self._cond.wait(left)
+                self._cond.wait(min(deadline - now, 1.0))
 
     def done(self, token: str, segment: int) -> str:
         with self._cond:
@@ -140,7 +167,10 @@ class TurnDesk:
         """A segment's connection closed: unless it finished, its batch is given up."""
         with self._cond:
             b = self._batches.get(token)
-            if b is not None and segment not in b.done:
+            if b is None:
+                return
+            b.present.discard(segment)
+            if segment not in b.done:
                 self._give_up(b, f"the task of segment {segment} ended without finishing")
 
     def _give_up(self, b: _Batch, why: str) -> None:

@@ -29,7 +29,7 @@ def _eventually(check: Callable[[], bool], what: str, timeout: float = 10.0) -> 
 
 
 def test_each_segment_goes_after_every_earlier_one_finished(desk: TurnDesk) -> None:
-    ticket = desk.open("changefeed cf batch 7", 3)
+    ticket = desk.open("changefeed cf batch 7")
     # the later segments join first, as a busy scheduler may start them
     second, third = SegmentTurn(ticket, 2), SegmentTurn(ticket, 1)
     first = SegmentTurn(ticket, 0)
@@ -45,7 +45,7 @@ def test_each_segment_goes_after_every_earlier_one_finished(desk: TurnDesk) -> N
 
 
 def test_a_segment_that_ends_without_finishing_gives_the_batch_up(desk: TurnDesk) -> None:
-    ticket = desk.open("changefeed cf batch 8", 3)
+    ticket = desk.open("changefeed cf batch 8")
     first, second, third = SegmentTurn(ticket, 0), SegmentTurn(ticket, 1), SegmentTurn(ticket, 2)
     first.wait()
     second.abandon()  # its task failed before its turn
@@ -61,7 +61,7 @@ def test_a_segment_that_ends_without_finishing_gives_the_batch_up(desk: TurnDesk
 
 
 def test_the_first_segment_failing_turns_away_the_others(desk: TurnDesk) -> None:
-    ticket = desk.open("changefeed cf batch 9", 2)
+    ticket = desk.open("changefeed cf batch 9")
     first, second = SegmentTurn(ticket, 0), SegmentTurn(ticket, 1)
     first.wait()
     first.abandon()
@@ -70,7 +70,7 @@ def test_the_first_segment_failing_turns_away_the_others(desk: TurnDesk) -> None
 
 
 def test_a_segment_run_again_after_it_finished_gives_the_batch_up(desk: TurnDesk) -> None:
-    ticket = desk.open("changefeed cf batch 10", 3)
+    ticket = desk.open("changefeed cf batch 10")
     first, second, third = SegmentTurn(ticket, 0), SegmentTurn(ticket, 1), SegmentTurn(ticket, 2)
     first.done()
     _eventually(second.ready, "segment 1's turn")
@@ -84,7 +84,7 @@ def test_a_segment_run_again_after_it_finished_gives_the_batch_up(desk: TurnDesk
 
 
 def test_the_end_of_the_batchs_job_turns_away_whatever_still_waits(desk: TurnDesk) -> None:
-    ticket = desk.open("changefeed cf batch 11", 2)
+    ticket = desk.open("changefeed cf batch 11")
     second = SegmentTurn(ticket, 1)
     desk.close(ticket)
     with pytest.raises(SinkUnavailable, match="batch 11 did not get its turn"):
@@ -94,7 +94,7 @@ def test_the_end_of_the_batchs_job_turns_away_whatever_still_waits(desk: TurnDes
 
 
 def test_a_segment_waits_at_most_its_deadline(desk: TurnDesk) -> None:
-    ticket = desk.open("changefeed cf batch 12", 2)
+    ticket = desk.open("changefeed cf batch 12")
     first = SegmentTurn(ticket, 0)
     second = SegmentTurn(ticket, 1, wait_s=0.3)
     with pytest.raises(SinkUnavailable, match=r"segment\(s\) \[0\] not done after 0s"):
@@ -104,7 +104,7 @@ def test_a_segment_waits_at_most_its_deadline(desk: TurnDesk) -> None:
 
 
 def test_batches_keep_their_own_turns(desk: TurnDesk) -> None:
-    a, b = desk.open("changefeed a batch 1", 2), desk.open("changefeed b batch 1", 2)
+    a, b = desk.open("changefeed a batch 1"), desk.open("changefeed b batch 1")
     a1, b0, b1 = SegmentTurn(a, 1), SegmentTurn(b, 0), SegmentTurn(b, 1)
     b0.done()
     _eventually(b1.ready, "batch b's segment 1")
@@ -129,7 +129,7 @@ def test_a_desk_the_executor_cannot_reach_names_the_way_out() -> None:
 def test_a_request_the_desk_does_not_understand_is_answered_and_changes_nothing(desk: TurnDesk) -> None:
     import socket
 
-    ticket = desk.open("changefeed cf batch 14", 2)
+    ticket = desk.open("changefeed cf batch 14")
     for line in (b"HELLO\n", b"JOIN x y z\n", f"JOIN {ticket.token} one 5\n".encode()):
         with socket.create_connection(("127.0.0.1", desk.port), timeout=5) as s:
             s.sendall(line)
@@ -146,11 +146,11 @@ def test_a_segment_whose_task_never_joins_gives_the_batch_up_after_a_while(
     """Spark runs a segment's task again when its executor was lost before the task joined; if the
     later segments hold every slot while they wait, that task never starts: the batch is given up."""
     monkeypatch.setattr(turns, "ABSENT_S", 0.5)
-    ticket = desk.open("changefeed cf batch 15", 2)
+    ticket = desk.open("changefeed cf batch 15")
     with pytest.raises(SinkUnavailable, match=r"segment\(s\) \[0\] had no running task for 0.5s"):
         SegmentTurn(ticket, 1).wait()
     # one that joins in time is waited for as long as it runs
-    ticket = desk.open("changefeed cf batch 16", 2)
+    ticket = desk.open("changefeed cf batch 16")
     second = SegmentTurn(ticket, 1)
     first = SegmentTurn(ticket, 0)
     time.sleep(1.0)  # longer than ABSENT_S: segment 0 is connected, so segment 1 keeps waiting

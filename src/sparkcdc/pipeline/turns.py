@@ -62,10 +62,9 @@ class TurnTicket:
 
 
 class _Batch:
-    __slots__ = ("done", "given_up", "present", "segments")
+    __slots__ = ("done", "given_up", "present")
 
-    def __init__(self, segments: int) -> None:
-        self.segments = segments
+    def __init__(self) -> None:
         self.done: set[int] = set()
         self.present: set[int] = set()
         """Segments whose task is connected now."""
@@ -86,11 +85,11 @@ class TurnDesk:
         self._thread = threading.Thread(target=self._server.serve_forever, name="sparkcdc-turns", daemon=True)
         self._thread.start()
 
-    def open(self, label: str, segments: int) -> TurnTicket:
-        """Turns for a batch of ``segments`` segments."""
+    def open(self, label: str) -> TurnTicket:
+        """Turns for a batch (its segments join with their index)."""
         token = secrets.token_hex(16)
         with self._cond:
-            self._batches[token] = _Batch(segments)
+            self._batches[token] = _Batch()
         return TurnTicket(self.advertise, self.port, token, label)
 
     def close(self, ticket: TurnTicket) -> None:

@@ -504,7 +504,7 @@ class BatchWriter:
             from sparkcdc.pipeline.turns import turn_desk
 
             desk = turn_desk(df.sparkSession)
-            ticket = desk.open(f"changefeed {self.changefeed_id} batch {batch_id}", int(end["segments"]))
+            ticket = desk.open(f"changefeed {self.changefeed_id} batch {batch_id}")
         out = map_in_arrow(
             df,
             make_segment_writer(

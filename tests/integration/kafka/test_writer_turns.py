@@ -57,7 +57,7 @@ class _Batch:
         )
         self.sink.check()
         self.batch = batch
-        ticket = desk.open(f"changefeed cf batch {batch}", 2)
+        ticket = desk.open(f"changefeed cf batch {batch}")
         self.first_turn, self.second_turn = SegmentTurn(ticket, 0), SegmentTurn(ticket, 1)
         self.second: Any = self.sink.open_writer(
             WriterContext("cf", batch, 0, segment=1, segments=2, turn=self.second_turn)

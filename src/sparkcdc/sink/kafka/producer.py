@@ -183,11 +183,9 @@ class DeliveryTracker:
         self._producer = shared.producer
 
     def _delivered(self, err: Any, msg: Any) -> None:
-        """librdkafka delivery report of one of this tracker's messages."""
+        """librdkafka delivery report of one of this tracker's messages (failures only:
+        ``delivery.report.only.error``; ``wait`` counts the acknowledged)."""
         if err is None:
-            self.acked += 1
-            if self.shared.state.down_since is not None:
-                self.shared.state.on_delivered()
             return
         self.failed += 1
         if len(self.errors) < 10:
@@ -238,6 +236,31 @@ class DeliveryTracker:
         self.bytes += (len(key) if key else 0) + (len(value) if value else 0)
         if not self.sent % 1000:
             producer.poll(0)
+
+    def produce_all(
+        self, messages: list[tuple[str, int, bytes | None, bytes | None, list[tuple[str, bytes]] | None]]
+    ) -> None:
+        """``produce`` each (topic, partition, key, value, headers), in order; those without headers
+        straight through the producer (the common case inline)."""
+        producer = self._producer
+        on_delivery = self.on_delivery
+        sent = nbytes = 0
+        try:
+            for i, (topic, partition, key, value, headers) in enumerate(messages):
+                if headers is None:
+                    try:
+                        producer.produce(topic, value, key, partition, on_delivery)
+                        sent += 1
+                        nbytes += (len(key) if key else 0) + (len(value) if value else 0)
+                    except BufferError:
+                        self.produce(topic, partition, key, value)
+                else:
+                    self.produce(topic, partition, key, value, headers)
+                if not i % 1000:
+                    producer.poll(0)
+        finally:
+            self.sent += sent
+            self.bytes += nbytes
 
     @property
     def outstanding(self) -> int:

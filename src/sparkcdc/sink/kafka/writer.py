@@ -245,8 +245,6 @@ class KafkaPartitionWriter(PartitionWriter):
         self._txn_ts = None
         self._txn_split = False
         if self._waiting is not None and self._waiting_bytes >= HOLD_BYTES:
-            assert self.turn is not None
-            self.turn.wait()
             self._send_waiting()
 
     def _send(
@@ -265,30 +263,14 @@ class KafkaPartitionWriter(PartitionWriter):
         self._waiting_bytes += _HELD_OVERHEAD + (len(key) if key else 0) + (len(value) if value else 0)
 
     def _send_waiting(self) -> None:
-        """The turn came: produce what was held, in order; later messages go straight out."""
-        waiting = self._waiting or []
+        """Once the segment's turn came (waiting for it here): produce what was held, in order;
+        later messages go straight out."""
+        assert self.turn is not None and self._waiting is not None
+        self.turn.wait()
+        waiting = self._waiting
         self._waiting = None
         self._waiting_bytes = 0
-        tracker = self.tracker
-        producer = tracker.shared.producer
-        on_delivery = tracker.on_delivery
-        sent = nbytes = 0
-        try:
-            for i, (topic, partition, key, value, headers) in enumerate(waiting):
-                if headers is None:
-                    try:
-                        producer.produce(topic, value, key, partition, on_delivery)
-                        sent += 1
-                        nbytes += (len(key) if key else 0) + (len(value) if value else 0)
-                    except BufferError:
-                        tracker.produce(topic, partition, key, value)
-                else:
-                    tracker.produce(topic, partition, key, value, headers)
-                if not i % 1000:
-                    producer.poll(0)  # serve the delivery reports as they come
-        finally:
-            tracker.sent += sent
-            tracker.bytes += nbytes
+        self.tracker.produce_all(waiting)
 
     def _row_seq(self, ts: int, topic: str, partition: int) -> list[tuple[str, bytes]]:
         """The ``ROW_SEQ_HEADER`` of the next message of a table without a handle key."""
@@ -382,8 +364,6 @@ class KafkaPartitionWriter(PartitionWriter):
         if self._txn:
             self._flush_txn()
         if self._waiting is not None:
-            assert self.turn is not None
-            self.turn.wait()
             self._send_waiting()
         self.tracker.wait()
         return {

@@ -97,6 +97,12 @@ def test_a_servers_session_runs_the_writers_first_job_before_any_changefeed() ->
         import psutil
         from sparkcdc.server.runner import SparkChangefeedRunner
 
+        def cmdline(p):
+            try:
+                return " ".join(p.cmdline())
+            except psutil.Error:  # a worker that exited between the listing and this read
+                return ""
+
         runner = SparkChangefeedRunner("local[1]", relay_max_bytes=0)
         spark = runner.spark()
         try:
@@ -107,7 +113,7 @@ def test_a_servers_session_runs_the_writers_first_job_before_any_changefeed() ->
                 done = [j for j in jobs if j is not None and j.status == "SUCCEEDED"]
                 daemons = [
                     p for p in psutil.Process().children(recursive=True)
-                    if "{WORKER_DAEMON}" in " ".join(p.cmdline())
+                    if "{WORKER_DAEMON}" in cmdline(p)
                 ]
                 if done and daemons:
                     break

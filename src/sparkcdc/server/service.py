@@ -31,6 +31,10 @@ from sparkcdc.server.redact import redact_config, scrub
 CHANGEFEED_ID_RE = re.compile(r"^[a-zA-Z0-9]+(\-[a-zA-Z0-9]+)*$")
 MAX_ID_LENGTH = 128
 CAS_RETRIES = 20
+REMOVE_WAIT_S = 45.0
+"""How long a remove waits for the owner to stop the changefeed (the client waits 60 s for an answer)."""
+REMOVE_POLL_S = 0.2
+"""How often a remove reads whether the owner let the changefeed go."""
 
 SinkValidator = Callable[[str, ReplicaConfig, str], None]
 UpstreamProbe = Callable[[str, int | None, Callable[[str, str], bool] | None], int]
@@ -410,13 +414,40 @@ class ChangefeedService:
             changefeed_id, namespace, values, overwrite=overwrite_checkpoint_ts is not None
         )
 
-    def remove(self, changefeed_id: str, namespace: str) -> ChangefeedInfo:
-        """DELETE: any state → removed (a tombstone); the owner stops it and releases it."""
+    def remove(self, changefeed_id: str, namespace: str, wait_s: float = REMOVE_WAIT_S) -> ChangefeedInfo:
+        """DELETE: any state → removed (a tombstone), answered once no server runs the changefeed.
+
+        The owner stops a removed changefeed on its next tick and releases it; until then its
+        sink can still receive rows. So the call waits, as TiCDC's DELETE does, until no lease
+        is held (released, or its owner's lease ran out): a row written after it returns is in
+        no removed changefeed's sink. A tombstone whose owner is still stopping it may be removed
+        again, which waits again; one already released is gone (404).
+        """
 
         def values(cf: ChangefeedInfo) -> dict[str, Any] | None:
             return {"state": ChangefeedState.REMOVED, "subscriber_name": None}
 
-        return self._transition(changefeed_id, namespace, values)
+        cf = self.store.get_changefeed(changefeed_id, namespace, include_removed=True)
+        if cf.state != ChangefeedState.REMOVED or not cf.lease_valid(self.store.now()):
+            cf = self._transition(changefeed_id, namespace, values)
+        deadline = time.monotonic() + wait_s
+        while cf.lease_valid(self.store.now()):
+            if time.monotonic() >= deadline:
+                raise ChangefeedStateError(
+                    f"changefeed {cf.id!r} is removed, but server {cf.owner} has not stopped it within "
+                    f"{wait_s:.0f} s (its lease runs until it does, or until the server is gone); "
+                    "remove it again to wait again",
+                    code="CDC:ErrChangeFeedDeletionUnfinished",
+                )
+            time.sleep(REMOVE_POLL_S)
+            try:
+                now = self.store.get_changefeed(changefeed_id, namespace, include_removed=True)
+            except ChangefeedNotFound:
+                break  # the tombstone is gone too
+            if now.uid != cf.uid:
+                break  # a new changefeed took the id: the removed one was released first
+            cf = now
+        return cf
 
     def _transition(
         self,

@@ -414,13 +414,14 @@ def test_kill9_mid_snapshot_resumes_ranges_and_stays_exact(
         try:
             wait_for(
                 lambda: (
-                    sum(d["stage"] == "done" for d in _ranges(state).values()) >= 3
+                    sum(d["stage"] == "done" for d in _ranges(state).values()) >= 1
                     or run1.proc.poll() is not None
                 ),
                 240,
-                "some ranges to finish",
+                "a range to finish",
             )
             assert run1.proc.poll() is None, run1.output()[-4000:]
+            at_kill = _ranges(state)
             run1.kill_tree()  # a crash of the machine
         finally:
             run1.stop()
@@ -429,7 +430,11 @@ def test_kill9_mid_snapshot_resumes_ranges_and_stays_exact(
         before = _settled_ranges(state)
         done_before = {i: d for i, d in before.items() if d["stage"] == "done"}
         partial = {i: d for i, d in before.items() if d["stage"] == "snapshot" and d["rows_copied"] > 0}
-        assert done_before and len(done_before) < len(before), "killed before or after the whole snapshot"
+        assert done_before and len(done_before) < len(before), (
+            "killed before or after the whole snapshot: "
+            f"{sum(d['stage'] == 'done' for d in at_kill.values())} of {len(at_kill)} ranges done at the kill, "
+            f"{len(done_before)} of {len(before)} once settled"
+        )
         assert not (state / "snapshot" / "done.json").exists()
         run2 = CliProcess(args, tmp_path / "run2.log")
         try:

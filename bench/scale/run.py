@@ -177,11 +177,28 @@ def process_role(p: psutil.Process) -> str:
     return name
 
 
+def machine_busy(t: Any) -> float:
+    """The machine's busy CPU seconds in ``psutil.cpu_times()``."""
+    return float(sum(getattr(t, f) for f in ("user", "nice", "system", "irq", "softirq")))
+
+
+def busy_cores(series: list[tuple[float, float]], a: float, z: float) -> float | None:
+    """The machine's busy cores on average between wall times ``a`` and ``z`` (the samples at or
+    just outside them: a sample every second); None when fewer than two samples span it."""
+    before = [p for p in series if p[0] <= a]
+    after = [p for p in series if p[0] >= z]
+    if not before or not after or after[0][0] <= before[-1][0]:
+        return None
+    (t0, b0), (t1, b1) = before[-1], after[0]
+    return (b1 - b0) / (t1 - t0)
+
+
 class CpuMeter(threading.Thread):
     """CPU seconds per group of processes between ``start()`` and ``stop()``, sampled every second.
 
     A process's CPU time is read while it lives; one that ends between two samples loses at most
-    its last second. ``other`` is the machine's busy time minus every group.
+    its last second. ``other`` is the machine's busy time minus every group. ``machine_series``
+    keeps the machine's busy seconds at each sample, for the busy cores of a part of the run.
     """
 
     def __init__(self, groups: dict[str, Callable[[], list[psutil.Process]]]) -> None:
@@ -193,6 +210,7 @@ class CpuMeter(threading.Thread):
         self.roles: dict[str, float] = {}
         self._halt = threading.Event()
         self._machine0 = psutil.cpu_times()
+        self.machine_series: list[tuple[float, float]] = [(time.time(), machine_busy(self._machine0))]
         self._sample(self.base)
 
     def _sample(self, into: dict[tuple[int, float], float]) -> None:
@@ -216,6 +234,7 @@ class CpuMeter(threading.Thread):
     def run(self) -> None:
         """Sample until stopped."""
         while not self._halt.wait(CPU_INTERVAL):
+            self.machine_series.append((time.time(), machine_busy(psutil.cpu_times())))
             self._sample(self.last)
 
     def stop(self) -> dict[str, float]:
@@ -227,7 +246,8 @@ class CpuMeter(threading.Thread):
         self.join(timeout=10)
         self._sample(self.last)
         m0, m1 = self._machine0, psutil.cpu_times()
-        busy = sum(getattr(m1, f) - getattr(m0, f) for f in ("user", "nice", "system", "irq", "softirq"))
+        self.machine_series.append((time.time(), machine_busy(m1)))
+        busy = machine_busy(m1) - machine_busy(m0)
         out = {g: 0.0 for g in self.groups}
         for key, v in self.last.items():
             g, role = self.owner[key]
@@ -266,6 +286,18 @@ class Result:
     roles: dict[str, float] = field(default_factory=dict)
     """CPU seconds of the driver's and the cluster's processes by role (driver JVM, task Python workers…)."""
     check: str = ""
+    t0_wall: float = 0.0
+    """The launch, as wall time."""
+    machine_series: list[tuple[float, float]] = field(default_factory=list)
+    """The machine's busy CPU seconds once a second (``CpuMeter.machine_series``)."""
+
+    @property
+    def steady_busy_cores(self) -> float | None:
+        """The machine's busy cores on average after the first batch (stream kinds)."""
+        if self.kind == "snapshot" or not self.later_batches or self.events is None:
+            return None
+        a = self.t0_wall + self.events.batches[0].end_s
+        return busy_cores(self.machine_series, a, self.t0_wall + self.steady_end_s)
 
     @property
     def whole_rate(self) -> float:
@@ -613,6 +645,8 @@ def run_one(ctx: Context, kind: str, setup: Setup, rep: int) -> Result:
             poller.stop()
             res.cpu = meter.stop()
             res.roles = meter.roles
+            res.machine_series = meter.machine_series
+            res.t0_wall = driver.t0_wall
             res.load = (load0, os.getloadavg()[0])
         final = state.read_json("checkpoint.json") or {}
         res.events = read_event_log(ctx.work / "events" / cid, driver.t0_wall)
@@ -701,10 +735,12 @@ def steady_text(r: Result) -> str:
     if not p:
         return ""
     util = p["task-s"] / (p["tasks"] * r.setup.cores) if p["tasks"] else 0.0
+    busy = r.steady_busy_cores
     return (
         f"{p['wall']:.1f}s = tasks {p['tasks']:.1f} + planning {p['planning']:.1f} + job start/commit/wait "
         f"{p['rest']:.1f}; {p['per batch']:.0f} task(s)/batch, {p['task-s']:.1f} task-s = {util:.0%} of "
         f"{r.setup.cores} slot(s) while tasks ran"
+        + (f"; machine {busy:.2f} of {psutil.cpu_count() or 1} cores busy" if busy is not None else "")
     )
 
 
@@ -839,6 +875,17 @@ def steady_summary(results: list[Result], setups: list[Setup], kinds: list[str])
             )
             if st is not None:
                 out.append(f"  {kind:8} {s.label:14} {st.steady_rate or 0:>8,.0f} rows/s: {steady_text(st)}")
+        base = best(
+            [r for r in results if r.kind == kind and r.setup.key == "local1"], lambda r: r.steady_rate
+        )
+        busy = base.steady_busy_cores if base is not None else None
+        if busy:
+            ncpu = psutil.cpu_count() or 1
+            out.append(
+                f"  {kind:8} ceiling: local[1] kept {busy:.2f} of {ncpu} cores busy after its first batch "
+                f"(its tasks, the driver, the services): with the same CPU per row, no "
+                f"setup on this machine runs more than {ncpu / busy:.2f}x as fast"
+            )
     return "\n".join(out)
 
 

@@ -256,7 +256,8 @@ async function act(verb) {
   try {
     if (verb === "remove") await api(cfPath(sel), { method: "DELETE" });
     else await api(cfPath(sel, "/" + verb), { method: "POST", headers: { "Content-Type": "application/json" }, body: "{}" });
-    status.textContent = `${verb} requested`;
+    // a remove answers once no server runs the changefeed; pause and resume take effect on the owner's next tick
+    status.textContent = verb === "remove" ? "removed" : `${verb} requested`;
     if (verb === "remove") { state.selected = null; location.hash = ""; }
     await refresh();
   } catch (err) {

@@ -282,64 +282,35 @@ class KafkaPartitionWriter(PartitionWriter):
         return [(ROW_SEQ_HEADER, b"%d" % n)]
 
     def _produce_run(self, rows: list[RowChange], table: TableInfo, tr: _TableRoute) -> None:
-        """A run's messages encoded in one call, produced keyless (the common case inline)."""
+        """A run's messages encoded in one call, keyless, produced in order (or held in order
+        until the segment's turn)."""
         assert tr.encode_rows is not None
         if tr.keyless:
             self._produce_rows(rows, table, tr, tr.encode_rows(rows))
             return
         values = tr.encode_rows(rows)
-        if self._waiting is not None:
-            self._hold_run(rows, values, table, tr)
-            return
-        tracker = self.tracker
-        limit = self.large.max_message_bytes - MESSAGE_OVERHEAD
-        producer = tracker.shared.producer
-        on_delivery = tracker.on_delivery
-        topic = tr.topic
-        fixed = tr.fixed_partition
-        dispatcher = tr.dispatcher
-        sent = nbytes = 0
-        try:
-            for row, value in zip(rows, values, strict=True):
-                partition = fixed
-                if partition is None:
-                    partition = dispatcher.partition(row, table, tr.num_partitions)
-                if len(value) <= limit:
-                    try:
-                        producer.produce(topic, value, None, partition, on_delivery)
-                    except BufferError:
-                        tracker.produce(topic, partition, None, value)
-                        continue
-                    sent += 1
-                    nbytes += len(value)
-                    continue
-                for key, payload in self.large.check(self.encoder, row, table, [(None, value)]):
-                    self._send(topic, partition, key, payload)
-        finally:
-            tracker.sent += sent
-            tracker.bytes += nbytes
-
-    def _hold_run(
-        self, rows: list[RowChange], values: list[bytes], table: TableInfo, tr: _TableRoute
-    ) -> None:
-        """``_produce_run`` before the segment's turn: the messages are held, in order."""
-        assert self._waiting is not None
-        hold = self._waiting.append
         limit = self.large.max_message_bytes - MESSAGE_OVERHEAD
         topic = tr.topic
         fixed = tr.fixed_partition
+        out: list[tuple[str, int, bytes | None, bytes | None, list[tuple[str, bytes]] | None]] = []
+        add = out.append
         nbytes = 0
         for row, value in zip(rows, values, strict=True):
             partition = fixed
             if partition is None:
                 partition = tr.dispatcher.partition(row, table, tr.num_partitions)
             if len(value) <= limit:
-                hold((topic, partition, None, value, None))
-                nbytes += _HELD_OVERHEAD + len(value)
+                add((topic, partition, None, value, None))
+                nbytes += len(value)
                 continue
             for key, payload in self.large.check(self.encoder, row, table, [(None, value)]):
-                self._send(topic, partition, key, payload)
-        self._waiting_bytes += nbytes
+                add((topic, partition, key, payload, None))
+                nbytes += (len(key) if key else 0) + (len(payload) if payload else 0)
+        if self._waiting is None:
+            self.tracker.produce_all(out)
+        else:
+            self._waiting += out
+            self._waiting_bytes += _HELD_OVERHEAD * len(out) + nbytes
 
     def _produce_rows(
         self, rows: list[RowChange], table: TableInfo, tr: _TableRoute, values: list[bytes] | None = None

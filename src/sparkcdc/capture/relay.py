@@ -503,10 +503,34 @@ def _parse(buf: bytes, at: int) -> tuple[RawEvent, int] | None:
     return RawEvent(ts, typ, sid, size, log_pos, flags, bytes(buf[at + _REC.size : end])), end - at
 
 
+_read_meta: dict[Path, tuple[tuple[int, int, int], dict[str, Any]]] = {}
+"""``relay.json`` of each relay folder as last read, by the file's (inode, mtime, size): an idle
+changefeed's source looks at its relay five times a second (``Planner._wait_for_writes``)."""
+
+_newest: dict[Path, tuple[int, str]] = {}
+"""The newest relayed file of each folder as last listed, by the folder's mtime."""
+
+
+def _settled(mtime_ns: int) -> bool:
+    """Whether a file or folder last changed at ``mtime_ns`` may be known by that time: a change
+    within the same tick of the kernel's coarse clock would leave it as it is, so a listing or a
+    read is kept only once its time is a second old."""
+    return time.time_ns() - mtime_ns >= 1_000_000_000
+
+
 def relay_meta(directory: Path, up: UpstreamConfig) -> dict[str, Any] | None:
     """The relay's ``relay.json`` when it relays ``up`` on this host and is alive, else None."""
+    path = directory / "relay.json"
     try:
-        meta: dict[str, Any] = json.loads((directory / "relay.json").read_text())
+        st = os.stat(path)
+        key = (st.st_ino, st.st_mtime_ns, st.st_size)  # written by a rename: a new file, a new inode
+        known = _read_meta.get(directory)
+        if known is not None and known[0] == key:
+            meta = known[1]
+        else:
+            meta = json.loads(path.read_text())
+            if _settled(st.st_mtime_ns):
+                _read_meta[directory] = (key, meta)
         age = time.time() - (directory / "alive").stat().st_mtime
     except (OSError, ValueError):
         return None
@@ -522,16 +546,24 @@ def relay_tip(directory: Path, up: UpstreamConfig) -> tuple[str, int] | None:
     None when no relay of ``up`` is alive there (the caller asks the upstream instead)."""
     if relay_meta(directory, up) is None:
         return None
-    newest: tuple[tuple[int, int], str] | None = None
     try:
-        with os.scandir(directory) as entries:
-            for e in entries:
-                if e.name.endswith(".relay"):
-                    key = (Offset(e.name[: -len(".relay")], 0, 0).key(), e.name)
-                    newest = key if newest is None or key > newest else newest
-        if newest is None:
-            return None
-        return newest[1], os.stat(directory / newest[1]).st_size
+        listed = os.stat(directory).st_mtime_ns  # a file added or dropped changes it
+        known = _newest.get(directory)
+        if known is not None and known[0] == listed:
+            name = known[1]
+        else:
+            newest: tuple[tuple[int, int], str] | None = None
+            with os.scandir(directory) as entries:
+                for e in entries:
+                    if e.name.endswith(".relay"):
+                        key = (Offset(e.name[: -len(".relay")], 0, 0).key(), e.name)
+                        newest = key if newest is None or key > newest else newest
+            if newest is None:
+                return None
+            name = newest[1]
+            if _settled(listed):
+                _newest[directory] = (listed, name)
+        return name, os.stat(directory / name).st_size
     except (OSError, ValueError):
         return None
 

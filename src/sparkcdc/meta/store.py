@@ -13,7 +13,7 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -377,6 +377,21 @@ class MetaStore:
                 "`sparkcdc cli changefeed list` shows the existing ones"
             )
         return cf
+
+    def changefeeds_by_key(self, keys: Iterable[tuple[str, str]]) -> dict[tuple[str, str], ChangefeedInfo]:
+        """The rows of these changefeeds ((namespace, id) each), removed ones included, in one read:
+        a scheduler's tick reads every changefeed it owns this way. A key without a row is absent."""
+        wanted = set(keys)
+        ids = sorted({cf_id for _ns, cf_id in wanted})
+        found: dict[tuple[str, str], ChangefeedInfo] = {}
+        with self._read() as conn:
+            for i in range(0, len(ids), 500):  # under every database's limit of bound values
+                q = select(changefeeds).where(changefeeds.c.id.in_(ids[i : i + 500]))
+                for r in conn.execute(q).mappings():
+                    info = _to_info(r)
+                    if info.key in wanted:
+                        found[info.key] = info
+        return found
 
     def list_changefeeds(
         self, namespace: str | None = None, *, include_removed: bool = False

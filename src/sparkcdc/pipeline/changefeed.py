@@ -135,6 +135,9 @@ class RunningChangefeed:
         """Shared with the source's planner: set when this driver raises the chain state of an idle
         changefeed itself (``marks.py``, ``mark``)."""
         self._clock: SharedClockUser | None = None
+        self._mark_every_ms = int(sink.capabilities.resolved_every_s * 1000)
+        self._mark_skip = 0
+        """Upstream seconds the last look found a mark short of being worth it (the marker sleeps)."""
         self._mark_lock = threading.Lock()
         """Held by a mark while it publishes, and by ``stop`` while it closes the sink."""
         self._last_batch = 0
@@ -194,6 +197,7 @@ class RunningChangefeed:
         """Raise this changefeed's chain state while idle from the driver (``mark``), in the marks
         file of ``directory``, which the source's planner reads (``SourceSpec.marks_dir``)."""
         self.marks = Marks(directory)
+        self.marks.clear_stop()
         self._clock = shared_clock(self.up)  # one reading per upstream second for the process
 
     def mark(self) -> bool:
@@ -209,7 +213,7 @@ class RunningChangefeed:
         ``checkpoint.json``, the meta database) before the sink publishes it.
         """
         marks, clock = self.marks, self._clock
-        if marks is None or clock is None or not clock.due():
+        if marks is None or clock is None or not clock.due() or self._seconds_to_worth(clock) > 0:
             return False
         with self._mark_lock:
             if self._stopped.is_set():
@@ -237,10 +241,28 @@ class RunningChangefeed:
                 self.save_resolved(BatchResult(batch, resolved, raised.to_json(), 0, 0, 0.0))
                 # a sink that fails here fails the next batch too, which stops the query with it
                 self.sink.commit(batch, [], resolved)
+                if self._mark_every_ms > 1000:  # the marker sleeps until the next mark is worth it
+                    self._mark_skip = -(-(self._mark_every_ms - MARK_SLACK_MS) // 1000)
         if target is not None and resolved >= target:
             self._finished.set()
         self._report()
         return True
+
+    def _seconds_to_worth(self, clock: SharedClockUser) -> int:
+        """Upstream seconds until a bound is ``resolved_every_s`` past the checkpoint: 0 when this
+        second's is (always, for a sink that publishes every second). The reading is the
+        process's for the second, and taking it makes the marker wait for the next."""
+        self._mark_skip = 0
+        if self._mark_every_ms <= 1000:
+            return 0
+        bound = clock.resolved_bound()
+        if bound is None:
+            return 0  # mark() finds out again, and what it does then
+        with self._lock:
+            published = self.checkpoint_ts
+        short = self._mark_every_ms - MARK_SLACK_MS - (physical_ms(bound) - physical_ms(published))
+        self._mark_skip = max(0, -(-short // 1000))  # bounds move a second at a time
+        return self._mark_skip
 
     def on_commit(self, res: BatchResult) -> None:
         """Called by the batch writer once a batch is durable in the sink."""
@@ -376,7 +398,9 @@ class RunningChangefeed:
                         msg = exc.message if isinstance(exc, SparkCdcError) else repr(exc)
                         log.warning("an idle checkpoint mark failed (tried again each second): %s", msg)
                     failing = True
-                wait = min(max(clock.until_due(), MARK_POLL_S), 1.0)
+                # the next upstream second, or the one a mark is worth in
+                skip = self._mark_skip - 1 if self._mark_skip > 0 else 0
+                wait = min(max(clock.until_due() + skip, MARK_POLL_S), max(1.0, self._mark_every_ms / 1000))
         finally:
             clock.close()
             if self.marks is not None:
@@ -429,6 +453,11 @@ class RunningChangefeed:
         self._stopped.set()
         self.give_back_start_slot()
         if self.query is not None:
+            if self.marks is not None:
+                try:
+                    self.marks.ask_stop()  # an idle ask of the source answers now, not after its wait
+                except OSError as exc:
+                    log.debug("could not ask the source to end its wait: %s", exc)
             try:
                 self.query.stop()
             except Exception:  # stopping a failed query may raise again; it is stopped either way
@@ -446,6 +475,10 @@ class RunningChangefeed:
 
 MARK_POLL_S = 0.2
 """How often the marker looks again while it cannot mark (the stream is busy)."""
+
+MARK_SLACK_MS = 500
+"""A bound this much short of ``resolved_every_s`` past the checkpoint is marked: bounds move
+by whole upstream seconds, a checkpoint of rows anywhere within one."""
 
 QUERY_START_CAP_S = 30.0
 """How long a starting query holds its start slot at most when no first batch comes."""

@@ -46,6 +46,8 @@ from sparkcdc.capture.offset import Offset
 
 MARKS_FILE = "sparkcdc-marks.json"
 LOCK_FILE = "sparkcdc-marks.lock"
+STOP_FILE = "sparkcdc-stopping"
+"""Made by the driver as it stops the query: the planner's idle wait then answers at once."""
 KEEP_RAISED = 8
 """Positions whose raised chain state the file keeps: a replay plans a batch from its start again."""
 
@@ -169,6 +171,24 @@ class Marks:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
+
+    def stopping(self) -> bool:
+        """Whether the driver stops the query (``ask_stop``): an idle ask ends its wait."""
+        return os.path.exists(os.path.join(self.directory, STOP_FILE))
+
+    def ask_stop(self) -> None:
+        """Tell the planner the query stops: Spark's stop waits for the source's call in progress,
+        which an idle binlog holds for up to ``plan.IDLE_WAIT_S``."""
+        os.makedirs(self.directory, exist_ok=True)
+        with open(os.path.join(self.directory, STOP_FILE), "w", encoding="utf-8"):
+            pass
+
+    def clear_stop(self) -> None:
+        """Before a query starts: an earlier run's stop does not end its waits."""
+        try:
+            os.unlink(os.path.join(self.directory, STOP_FILE))
+        except FileNotFoundError:
+            pass
 
     def close(self) -> None:
         """Release the lock file (the next ``locked`` opens it again)."""

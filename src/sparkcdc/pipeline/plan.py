@@ -38,6 +38,7 @@ from sparkcdc.capture.upstream import UpstreamConfig
 from sparkcdc.event_filter import EventFilter
 from sparkcdc.filter import TableFilter, changefeed_filter
 from sparkcdc.model import DDLEvent, TableInfo
+from sparkcdc.pipeline.dirwatch import DirWatch, watch_folders
 from sparkcdc.pipeline.marks import Marks, MarkState, Quiet, raised_end
 from sparkcdc.pipeline.serde import ddl_from_dict, ddl_to_dict
 from sparkcdc.pipeline.start import after_bootstrap
@@ -50,12 +51,18 @@ MAX_DDL_BATCH = 256
 SPLIT_BYTES = 4 << 20
 """The default ``SourceSpec.split_bytes`` (read when a spec is made, so a test can lower it)."""
 
-IDLE_WAIT_S = 1.0
+IDLE_WAIT_S = 5.0
 """How long the source's ``latestOffset`` waits on an idle binlog before it answers "nothing new"
-(``Planner.next_batch``); a query's stop waits for it at most this long."""
+(``Planner.next_batch``): an idle query's trigger calls into its Python runner once per wait.
+A query's stop ends the wait (``Marks.ask_stop``, seen within ``HEAD_POLL_S``)."""
 
 HEAD_POLL_S = 0.2
 """How often that wait reads the binlog head: a write is seen as soon as with a 200 ms trigger."""
+
+RELAY_LOOK_S = 1.0
+"""With the server's relay, the wait wakes when a relayed file is written (``dirwatch``) and
+looks at the relay at least this often anyway: a relay that stopped writes nothing more, and
+the wait then reads the head from the upstream every ``HEAD_POLL_S``."""
 
 QUIET_SPAN_BYTES = 256 << 10
 """The most binlog of transactions that change no captured table a plan leaves to a later batch
@@ -220,6 +227,8 @@ class Planner:
         batch after a start more than once before it runs one)."""
         self.marks = Marks(spec.marks_dir) if spec.marks_dir else None
         """Shared with the driver, which raises an idle changefeed's chain state (``marks.py``)."""
+        self._watch: DirWatch | None = None
+        self._watch_tried = False
 
     def _catalog_for(self, start: Offset) -> Any:
         # one position, one catalog: a raised chain state there has no DDL before it
@@ -240,13 +249,14 @@ class Planner:
 
     def _wait_for_writes(self, start: Offset, wait: float) -> bool:
         """Wait while the last scan from ``start`` found nothing and the binlog head stays where it
-        was (read every ``HEAD_POLL_S``): whether it moved within ``wait`` seconds.
+        was (read every ``HEAD_POLL_S``; with the server's relay, looked at when a relayed file is
+        written, ``dirwatch``): whether it moved within ``wait`` seconds.
 
         Only where the driver marks the chain state (an idle stream has no batch to make here, the
         driver publishes its resolved ts): so each idle trigger of the query costs the JVM one call
         per ``wait`` instead of one per trigger interval, and a write is still seen within
-        ``HEAD_POLL_S``. Not under the marks lock: the quiet record this wait reads is the one the
-        driver marks from."""
+        ``HEAD_POLL_S``. A stop of the query ends the wait (``Marks.ask_stop``). Not under the
+        marks lock: the quiet record this wait reads is the one the driver marks from."""
         if self.marks is None or self.clock.no_head:
             return False
         quiet = self._quiet
@@ -257,14 +267,22 @@ class Planner:
         # did not grow (and the relay is alive), nothing was written, and the upstream is not asked.
         # Its state is taken before the head is read once: a write after that read grows it.
         tip = None if not self.spec.relay_dir else (lambda: relay_tip(Path(self.spec.relay_dir), self.up))
+        watch = self._relay_watch() if tip is not None else None  # before the look: no write between
         seen = None
         if tip is not None:
             seen = tip()
             head = self.clock.binlog_head()
             if head is None or head != quiet.head:
                 return True
+        marks = self.marks
         while (left := deadline - time.monotonic()) > 0:
-            time.sleep(min(HEAD_POLL_S, left))  # the polling period of the head; the deadline bounds it
+            if watch is not None and seen is not None:
+                # woken by a relayed write or the driver's stop; looks anyway every RELAY_LOOK_S
+                watch.wait(min(RELAY_LOOK_S, left))
+            else:
+                time.sleep(min(HEAD_POLL_S, left))  # the polling period of the head; the deadline bounds it
+            if marks.stopping():
+                return False  # the driver stops the query: answer now, Spark's stop waits for it
             if tip is not None:
                 now = tip()
                 if now is not None and now == seen:
@@ -274,6 +292,21 @@ class Planner:
             if head is None or head != quiet.head:
                 return True
         return False
+
+    def _relay_watch(self) -> DirWatch | None:
+        """A watch of the relay's folder and the marks folder (``dirwatch``), made once; None
+        where there can be none (the wait then polls every ``HEAD_POLL_S``)."""
+        if not self._watch_tried and self.marks is not None and self.spec.relay_dir:
+            self._watch_tried = True
+            self._watch = watch_folders([self.spec.relay_dir, self.marks.directory])
+        return self._watch
+
+    def close(self) -> None:
+        """The query ends: close the upstream connection and the watch."""
+        self.clock.close()
+        if self._watch is not None:
+            self._watch.close()
+            self._watch = None
 
     def _finished_at(self, start: Offset) -> bool:
         """Whether the changefeed reached its target-ts at ``start``: nothing more is planned."""

@@ -184,7 +184,7 @@ class BinlogStreamReader(DataSourceStreamReader):
 
     def latestOffset(self, start: dict[str, Any], limit: Any) -> dict[str, Any]:
         """The end of the next batch (``start`` itself when nothing is new, after waiting up to
-        ``IDLE_WAIT_S`` for a write: an idle query's trigger then calls here once a second)."""
+        ``IDLE_WAIT_S`` for a write: an idle query's trigger then calls here once per wait)."""
         from sparkcdc.pipeline.plan import IDLE_WAIT_S, offset_of
 
         plan = self.planner.next_batch(offset_of(start), wait=IDLE_WAIT_S)
@@ -195,7 +195,7 @@ class BinlogStreamReader(DataSourceStreamReader):
     def stop(self) -> None:
         """The query ends: close the planner's upstream connection."""
         if self._planner is not None:
-            self._planner.clock.close()
+            self._planner.close()
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[BinlogPartition]:
         """One partition per segment; none for a DDL batch without rows (the driver applies it)."""

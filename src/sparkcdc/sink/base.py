@@ -70,6 +70,12 @@ class SinkCapabilities:
     """A local folder the executors write the sink's files into (checked visible from them)."""
     upstream_rendered_csv: bool = False
     """The initial snapshot may have the upstream render the sink's CSV records (``codec.csv_sql``)."""
+    resolved_every_s: float = 1.0
+    """How often an idle changefeed's resolved ts is worth publishing here: the driver's marks
+    (``RunningChangefeed.mark``) come this far apart. A mark makes its raise durable three times
+    (marks file, ``checkpoint.json``, the meta database) before the sink publishes it, so a sink
+    that throttles what it publishes (the storage sink's ``metadata``) is marked as often as it
+    publishes, not every upstream second."""
 
 
 @dataclass

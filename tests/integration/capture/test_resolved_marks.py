@@ -8,6 +8,7 @@ upstream and a file storage sink, the way the source's runner and the driver sha
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
 import time
@@ -232,3 +233,50 @@ def test_an_idle_ask_waits_for_a_write_while_the_driver_marks(
         assert plan.start == raised, "planned from the chain state the driver raised during the wait"
         [ts] = _commit_ts(mariadb, plan, fresh_db)
         assert ts > raised.ts == driver.running.checkpoint_ts, "the row comes above the published checkpoint"
+
+
+@pytest.mark.parametrize("relay", [False, True], ids=["upstream", "relay"])
+def test_a_stop_ends_an_idle_ask_at_once(
+    mariadb: LocalMariaDB, fresh_db: str, tmp_path: Path, relay: bool
+) -> None:
+    # Spark's stop of a query waits for the source's call in progress, which an idle binlog holds
+    # for up to IDLE_WAIT_S; the driver's stop (Marks.ask_stop) ends the wait within a look.
+    with _idle_feed(mariadb, fresh_db, tmp_path, relay=relay) as (start, driver, planner):
+        assert planner.next_batch(start) is None, "nothing written: the ask will wait"
+        got: list[BatchPlan | None] = []
+        asker = threading.Thread(target=lambda: got.append(planner.next_batch(start, wait=120)), daemon=True)
+        asker.start()
+        asker.join(1.5)
+        assert asker.is_alive() and not got, "nothing written: the ask waits"
+        marks = driver.running.marks
+        assert marks is not None
+        asked = time.monotonic()
+        marks.ask_stop()
+        asker.join(30)
+        took = time.monotonic() - asked
+        assert not asker.is_alive() and got == [None], "the stop ended the wait with nothing planned"
+        assert took < 1.0, f"the stop took {took:.2f}s to end the wait"
+        # the next run's start clears it: its waits are not cut short
+        assert driver.running._clock is not None
+        driver.running._clock.close()
+        driver.running.use_marks(driver.marks_dir)
+        assert not driver.running.marks.stopping()
+
+
+def test_a_storage_sink_is_marked_as_often_as_it_writes_its_metadata(
+    mariadb: LocalMariaDB, fresh_db: str, tmp_path: Path
+) -> None:
+    # The storage sink writes ``metadata`` at most every 2 s (TiCDC's throttle), so the driver marks
+    # it every 2 upstream seconds, and each mark is a ``metadata`` file: not a durable raise a
+    # second of which every other one published nothing.
+    with _idle_feed(mariadb, fresh_db, tmp_path) as (start, driver, planner):
+        assert driver.running.sink.capabilities.resolved_every_s == 2.0
+        published = []
+        for _ in range(3):
+            assert planner.next_batch(start) is None
+            driver.mark(timeout=10)
+            assert driver.metadata_ts() == driver.running.checkpoint_ts, "every mark is published"
+            published.append(physical_ms(driver.running.checkpoint_ts))
+            assert not driver.running.mark(), "the same upstream second: nothing more"
+        steps = [b - a for a, b in itertools.pairwise(published)]
+        assert all(step >= 2000 for step in steps), steps

@@ -172,6 +172,20 @@ def test_create_get_list(store: MetaStore) -> None:
     assert [c.id for c in store.list_changefeeds("other")] == ["b"]
 
 
+def test_a_tick_reads_the_rows_of_its_changefeeds_at_once(store: MetaStore) -> None:
+    store.create_changefeed(new("a"))
+    store.create_changefeed(new("a", namespace="other"))
+    b = store.create_changefeed(new("b"))
+    store.update_changefeed(b, state=ChangefeedState.REMOVED)
+    rows = store.changefeeds_by_key([("default", "a"), ("default", "b"), ("default", "gone")])
+    assert sorted(rows) == [("default", "a"), ("default", "b")], "the other namespace's a is not asked for"
+    assert rows[("default", "b")].state == ChangefeedState.REMOVED, "a tombstone is read too"
+    assert store.changefeeds_by_key([]) == {}
+    for i in range(600):  # more ids than one query binds
+        store.create_changefeed(new(f"many-{i}"))
+    assert len(store.changefeeds_by_key(("default", f"many-{i}") for i in range(600))) == 600
+
+
 def test_duplicate_id_and_subscriber_are_refused(store: MetaStore) -> None:
     store.create_changefeed(new("a", subscriber_name="orders"))
     with pytest.raises(ChangefeedExists, match="already exists"):

@@ -303,6 +303,48 @@ def test_a_raised_chain_state_is_in_the_meta_database_before_the_sink_publishes_
     other.close()
 
 
+def test_a_tick_leaves_out_a_renewal_that_would_only_extend_a_fresh_lease(
+    store: MetaStore, tmp_path: Path
+) -> None:
+    """An idle changefeed's marks record its checkpoint (and renew the lease) each second: the tick
+    writes nothing then, until a value changes or a third of the lease is gone."""
+    now = [1000.0]
+    create(store)
+    s = make(store, FakeRunner(), tmp_path, lease_seconds=30, clock=lambda: now[0])
+    settle(s)
+    (h,) = s.runner.handles  # type: ignore[attr-defined]
+    end = {"file": "mysql-bin.000002", "pos": 4711, "ts": 800}
+    prog = Prog(checkpoint_ts=800, resolved_ts=800)
+    prog.checkpoint_end = end  # type: ignore[attr-defined]
+    h.report(prog)
+    settle(s, 1)
+    assert h.resolved is not None
+    for ts in (900, 1000):  # a mark each second: its record, then the tick's progress
+        raised = {**end, "ts": ts}
+        h.resolved(ts, raised)
+        prog = Prog(checkpoint_ts=ts, resolved_ts=ts)
+        prog.checkpoint_end = raised  # type: ignore[attr-defined]
+        h.report(prog)
+        version = store.get_changefeed("cf-1").version
+        now[0] += 1
+        s.tick()
+        row = store.get_changefeed("cf-1")
+        assert (row.version, row.checkpoint_ts, row.resolved_ts) == (version, ts, ts), "nothing new: no write"
+    # a warning is written at once
+    s.tasks[("default", "cf-1")].warning = "a transient error"
+    s.tick()
+    row = store.get_changefeed("cf-1")
+    assert row.version == version + 1 and row.warning == "a transient error"
+    # and a lease a third gone is renewed even when nothing changed
+    version, expires = row.version, row.lease_expire_at
+    now[0] += 30 / 3
+    s.tick()
+    row = store.get_changefeed("cf-1")
+    assert row.version == version + 1 and row.lease_expire_at is not None and expires is not None
+    assert row.lease_expire_at > expires
+    s.shutdown()
+
+
 def test_a_batch_being_written_is_recorded_and_the_next_claim_from_its_start_plans_it_again(
     uri: str, store: MetaStore, tmp_path: Path
 ) -> None:

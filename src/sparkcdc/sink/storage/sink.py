@@ -152,6 +152,7 @@ class StorageSink(Sink):
             idempotence="a batch written again skips the records its data files already hold (by commit_ts)",
             executors_write_files=backend if backend.scheme == "file" else None,
             upstream_rendered_csv=self.settings.protocol == "csv",
+            resolved_every_s=METADATA_MIN_INTERVAL,
         )
 
     def published_checkpoint(self) -> int:

@@ -229,6 +229,8 @@ class Planner:
         """Shared with the driver, which raises an idle changefeed's chain state (``marks.py``)."""
         self._watch: DirWatch | None = None
         self._watch_tried = False
+        self._asked = False
+        """``next_batch`` answered once (a wait applies from the second ask on)."""
 
     def _catalog_for(self, start: Offset) -> Any:
         # one position, one catalog: a raised chain state there has no DDL before it
@@ -243,7 +245,10 @@ class Planner:
         With ``wait`` (``IDLE_WAIT_S`` from the source), a start where nothing is new waits up to
         that long for the binlog head to move and plans once more (``_wait_for_writes``)."""
         plan = self._next_batch_now(start)
-        if plan is None and wait > 0 and self._wait_for_writes(start, wait):
+        # Not on the query's first ask: Spark runs the first batch of a new query (an empty one,
+        # from its start) only on that answer, and a starting query holds a start slot until then.
+        asked, self._asked = self._asked, True
+        if plan is None and wait > 0 and asked and self._wait_for_writes(start, wait):
             plan = self._next_batch_now(start)
         return plan
 

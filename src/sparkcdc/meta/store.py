@@ -22,6 +22,7 @@ from sqlalchemy import (
     Connection,
     Engine,
     and_,
+    bindparam,
     create_engine,
     delete,
     event,
@@ -452,11 +453,37 @@ class MetaStore:
         for col in ("checkpoint_ts", "resolved_ts"):
             if col in values and values[col] is not None:
                 values[col] = max(int(values[col]), getattr(expected, col))
+        unknown = set(values) - _RENEWABLE
+        if unknown:
+            raise ValueError(f"a renewal cannot write {sorted(unknown)}")
         with self._tx() as conn:
             now = self._now(conn)
-            cond = and_(changefeeds.c.version == expected.version, changefeeds.c.owner == owner)
-            self._cas(conn, expected, cond, {**values, "lease_expire_at": now + lease_seconds})
-            return self._get(conn, expected.namespace, expected.id)
+            # Statements made once per set of columns, with every value bound: each changefeed of
+            # a server renews every few seconds and records every mark, and a statement built
+            # afresh cost SQLAlchemy's cache key walk over its values each time.
+            cols = tuple(sorted(values))
+            res = conn.execute(
+                _renew_statement(cols),
+                {
+                    **values,
+                    "lease_expire_at": now + lease_seconds,
+                    "updated_at": now,
+                    "_ns": expected.namespace,
+                    "_id": expected.id,
+                    "_version": expected.version,
+                    "_owner": owner,
+                },
+            )
+            if res.rowcount != 1:
+                self._raise_lost(conn, expected)
+            row = (
+                conn.execute(_ROW_BY_KEY, {"_ns": expected.namespace, "_id": expected.id}).mappings().first()
+            )
+            if row is None:
+                raise ChangefeedNotFound(
+                    f"changefeed {expected.id!r} does not exist in namespace {expected.namespace!r}"
+                )
+            return _to_info(row)
 
     def release_changefeed(self, expected: ChangefeedInfo, owner: str, **values: Any) -> ChangefeedInfo:
         """The owner gives the changefeed up (CAS), optionally recording a final state and progress."""
@@ -843,6 +870,43 @@ class MetaStore:
             now = self._now(conn)
             res = conn.execute(delete(servers).where(servers.c.heartbeat_at < now - dead_after))
             return int(res.rowcount or 0)
+
+
+_RENEWABLE = frozenset({"checkpoint_ts", "resolved_ts", "stats", "warning"})
+"""What an owner's renewal records beside its lease (``renew_lease``)."""
+
+_renew_statements: dict[tuple[str, ...], Any] = {}
+
+_ROW_BY_KEY = select(changefeeds).where(
+    changefeeds.c.namespace == bindparam("_ns"), changefeeds.c.id == bindparam("_id")
+)
+
+
+def _renew_statement(cols: tuple[str, ...]) -> Any:
+    """The compare-and-swap of a renewal writing ``cols``, its values and key bound (made once)."""
+    stmt = _renew_statements.get(cols)
+    if stmt is None:
+        c = changefeeds.c
+        stmt = (
+            update(changefeeds)
+            .where(
+                c.namespace == bindparam("_ns"),
+                c.id == bindparam("_id"),
+                c.version == bindparam("_version"),
+                c.owner == bindparam("_owner"),
+            )
+            .values(
+                {
+                    **{
+                        col: bindparam(col, type_=c[col].type)
+                        for col in (*cols, "lease_expire_at", "updated_at")
+                    },
+                    "version": c.version + 1,
+                }
+            )
+        )
+        _renew_statements[cols] = stmt
+    return stmt
 
 
 def _cf_key(namespace: str, changefeed_id: str) -> Any:

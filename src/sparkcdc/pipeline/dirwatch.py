@@ -38,7 +38,10 @@ _libc: ctypes.CDLL | None = None
 def _lib() -> ctypes.CDLL:
     global _libc
     if _libc is None:
-        _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        try:
+            _libc = ctypes.CDLL("libc.so.6", use_errno=True)  # glibc: no ldconfig run to find it
+        except OSError:
+            _libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
     return _libc
 
 
@@ -65,8 +68,9 @@ class DirWatch:
         fd = self.fd
         if fd is None:
             raise ValueError("the watch is closed")
-        ready, _, _ = select.select([fd], [], [], max(0.0, timeout))
-        if not ready:
+        poller = select.poll()  # not select(): no limit on the descriptor's number
+        poller.register(fd, select.POLLIN)
+        if not poller.poll(max(0.0, timeout) * 1000):
             return False
         try:
             while os.read(fd, 1 << 16):

@@ -476,14 +476,7 @@ class MetaStore:
             )
             if res.rowcount != 1:
                 self._raise_lost(conn, expected)
-            row = (
-                conn.execute(_ROW_BY_KEY, {"_ns": expected.namespace, "_id": expected.id}).mappings().first()
-            )
-            if row is None:
-                raise ChangefeedNotFound(
-                    f"changefeed {expected.id!r} does not exist in namespace {expected.namespace!r}"
-                )
-            return _to_info(row)
+            return self._get(conn, expected.namespace, expected.id)
 
     def release_changefeed(self, expected: ChangefeedInfo, owner: str, **values: Any) -> ChangefeedInfo:
         """The owner gives the changefeed up (CAS), optionally recording a final state and progress."""
@@ -559,7 +552,8 @@ class MetaStore:
         )
 
     def _find(self, conn: Connection, namespace: str, changefeed_id: str) -> ChangefeedInfo | None:
-        row = conn.execute(select(changefeeds).where(_cf_key(namespace, changefeed_id))).mappings().first()
+        # one statement made once, its key bound: a server reads its rows every few seconds
+        row = conn.execute(_ROW_BY_KEY, {"_ns": namespace, "_id": changefeed_id}).mappings().first()
         return _to_info(row) if row is not None else None
 
     def _get(self, conn: Connection, namespace: str, changefeed_id: str) -> ChangefeedInfo:

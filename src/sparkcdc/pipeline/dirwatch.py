@@ -33,6 +33,8 @@ WATCHED = IN_MODIFY | IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE | IN_DELETE
 """A file written, made, renamed into or removed from the folder; not a touch (``alive``)."""
 
 _libc: ctypes.CDLL | None = None
+_warned = False
+"""Whether a watch that could not be made was logged (once per process)."""
 
 
 def _lib() -> ctypes.CDLL:
@@ -57,6 +59,8 @@ class DirWatch:
             err = ctypes.get_errno()
             raise OSError(err, f"inotify_init1: {os.strerror(err)}")
         self.fd: int | None = fd
+        self._poller = select.poll()  # not select(): no limit on the descriptor's number
+        self._poller.register(fd, select.POLLIN)
         for folder in folders:
             if libc.inotify_add_watch(fd, os.fsencode(folder), WATCHED) < 0:
                 err = ctypes.get_errno()
@@ -68,9 +72,7 @@ class DirWatch:
         fd = self.fd
         if fd is None:
             raise ValueError("the watch is closed")
-        poller = select.poll()  # not select(): no limit on the descriptor's number
-        poller.register(fd, select.POLLIN)
-        if not poller.poll(max(0.0, timeout) * 1000):
+        if not self._poller.poll(max(0.0, timeout) * 1000):
             return False
         try:
             while os.read(fd, 1 << 16):
@@ -96,6 +98,3 @@ def watch_folders(folders: list[str]) -> DirWatch | None:
             log.info("watching %s for changes is not possible (%s); polling instead", folders, exc)
             _warned = True
         return None
-
-
-_warned = False

@@ -2,12 +2,14 @@
 
 Usage (from the repository root)::
 
-    .venv/bin/python bench/density/run.py [--changefeeds 20] [--idle 60] [--writes 100]
+    .venv/bin/python bench/density/run.py [--changefeeds 20] [--idle 60] [--writes 100] [--sink kafka]
 
 One upstream MariaDB; for each size (a server with one changefeed first, the baseline, then one
 with ``--changefeeds``), a fresh ``sparkcdc server`` on SQLite meta, one table per changefeed and
-one CSV storage sink per changefeed. Every changefeed is created at the same moment (one thread
-per create), then the bench prints:
+one sink per changefeed: a CSV storage sink (``--sink storage``, the default) or a canal-json
+topic of one Tansu broker started by the bench (``--sink kafka``; the broker's CPU is printed
+beside the tree's, not in it). Every changefeed is created at the same moment (one thread per
+create), then the bench prints:
 
 - **start**: seconds from the creates until every changefeed is ``normal``, owned and past its
   first checkpoint, and how many restarts the server counted (``sparkcdc_changefeed_retries``
@@ -18,8 +20,8 @@ per create), then the bench prints:
   runners, Spark's Python workers), beside the whole machine's busy time and the upstream mariadbd's, and
   the tree's RSS at its end;
 - **latency**: ``--writes`` single-row inserts spread over the changefeeds' tables, one every
-  0.3 s; the time from each insert's commit until its row is in a CSV file of its sink (the
-  p50 and p99);
+  0.3 s; the time from each insert's commit until its row is in a CSV file of its sink, or
+  until a consumer reading every topic from its start receives it (the p50 and p99);
 - **binlog dump connections**: ``Binlog Dump`` threads in the upstream's processlist, sampled
   every second of the idle minute (the largest count and the mean), and the connections the
   upstream accepted per second meanwhile (``Connections``; a dump opened per scan shows here);
@@ -35,7 +37,9 @@ are printed with the measured figures beside them; the exit status is 0 whatever
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import re
 import signal
 import statistics
 import sys
@@ -60,6 +64,7 @@ from tests.integration.server.conftest import ServerProc  # noqa: E402
 
 from sparkcdc.services.common import wait_until  # noqa: E402
 from sparkcdc.services.mariadb import LocalMariaDB  # noqa: E402
+from sparkcdc.services.tansu import LocalTansu  # noqa: E402
 
 
 def _load() -> str:
@@ -124,6 +129,17 @@ def _upstream_cpu(up: LocalMariaDB) -> float:
     return 0.0
 
 
+def _broker_cpu(broker: LocalTansu | None) -> float:
+    """CPU seconds of the bench's Tansu broker so far (0 without one)."""
+    if broker is None or broker.proc is None:
+        return 0.0
+    try:
+        t = psutil.Process(broker.proc.pid).cpu_times()
+    except psutil.Error:
+        return 0.0
+    return float(t.user + t.system)
+
+
 def _connections(up: LocalMariaDB) -> int:
     """Connections the upstream accepted so far (this query's own included)."""
     rows = up.query("SHOW GLOBAL STATUS LIKE 'Connections'")
@@ -163,30 +179,88 @@ class DumpIds:
         return self.ids
 
 
-class SinkWatch:
-    """Finds a value in the CSV files of a storage sink folder (reads only files that grew)."""
+NEEDLE = re.compile(rb"lat-[0-9]+-[0-9]+-x")
 
-    def __init__(self, folder: Path) -> None:
-        self.folder = folder
+
+class FolderWatch:
+    """Finds values in the CSV files of storage sink folders (reads only files that grew)."""
+
+    def __init__(self, folders: list[Path]) -> None:
+        self.folders = folders
         self.sizes: dict[Path, int] = {}
-        self.text = ""
+        self.text = [""] * len(folders)
 
-    def has(self, needle: str) -> bool:
-        if needle in self.text:
-            return True
-        for f in self.folder.rglob("*.csv"):
-            try:
-                size = f.stat().st_size
-            except OSError:
-                continue
-            if self.sizes.get(f) != size:
-                self.sizes[f] = size
-                self.text += f.read_text(errors="replace")
-        return needle in self.text
+    def arrived(self, k: int, needle: str) -> float | None:
+        """When ``needle`` was found in sink ``k`` (now, on the call that finds it), or None."""
+        if needle not in self.text[k]:
+            for f in self.folders[k].rglob("*.csv"):
+                try:
+                    size = f.stat().st_size
+                except OSError:
+                    continue
+                if self.sizes.get(f) != size:
+                    self.sizes[f] = size
+                    self.text[k] += f.read_text(errors="replace")
+        return time.monotonic() if needle in self.text[k] else None
+
+    def close(self) -> None:
+        pass
+
+
+class TopicWatch:
+    """Reads every topic of the changefeeds from its start as messages arrive; when each value
+    matching ``NEEDLE`` was received."""
+
+    def __init__(self, bootstrap: str, topics: list[str]) -> None:
+        from confluent_kafka import Consumer, TopicPartition
+
+        self.seen: dict[tuple[int, str], float] = {}
+        self._done = threading.Event()
+        self._consumer = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": "density-bench",
+                "enable.auto.commit": False,
+                # a fetch answers at once: librdkafka's default lets the broker hold it 500 ms
+                "fetch.wait.max.ms": 10,
+            }
+        )
+        meta = self._consumer.list_topics(timeout=30).topics
+        missing = [t for t in topics if t not in meta]
+        if missing:
+            raise RuntimeError(f"topics not on the broker once every changefeed ran: {missing[:3]}")
+        self._index = {t: k for k, t in enumerate(topics)}
+        self._consumer.assign([TopicPartition(t, p, 0) for t in topics for p in meta[t].partitions])
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._done.is_set():
+            for m in self._consumer.consume(num_messages=1000, timeout=0.05):
+                if m.error() is not None:
+                    continue  # end of partition and the like; a lost row shows as "not arrived"
+                now = time.monotonic()
+                k = self._index[str(m.topic())]
+                for found in NEEDLE.findall(m.value() or b""):
+                    self.seen.setdefault((k, found.decode()), now)
+
+    def arrived(self, k: int, needle: str) -> float | None:
+        return self.seen.get((k, needle))
+
+    def close(self) -> None:
+        self._done.set()
+        self._thread.join(10)
+        self._consumer.close()
 
 
 def run_size(
-    up: LocalMariaDB, work: Path, n: int, idle: float, writes: int, server_args: tuple[str, ...] = ()
+    up: LocalMariaDB,
+    work: Path,
+    n: int,
+    idle: float,
+    writes: int,
+    server_args: tuple[str, ...] = (),
+    broker: LocalTansu | None = None,
 ) -> dict[str, Any]:
     schema = f"density_{n}"
     up.execute(
@@ -197,7 +271,7 @@ def run_size(
     server = ServerProc(
         f"sqlite:///{work / 'meta.db'}", work, lease=10, name=f"density-{n}", extra=server_args
     ).start(timeout=120)
-    out: dict[str, Any] = {"n": n}
+    out: dict[str, Any] = {"n": n, "kafka": broker is not None}
     try:
         pid = server.proc.pid if server.proc else 0
         meter = TreeCpu(pid)
@@ -205,6 +279,11 @@ def run_size(
         sizes = TreeSampler(pid, interval=1.0, pss_every=1 << 30)
         sizes.start()
         sinks = [work / f"sink-{i}" for i in range(n)]
+        topics = [f"density-{n}-cf-{i}" for i in range(n)]
+        sink_uris = [
+            f"file://{sinks[i]}?protocol=csv" if broker is None else broker.sink_uri(topics[i])
+            for i in range(n)
+        ]
         errors: list[str] = []
 
         created: dict[str, int] = {}
@@ -216,7 +295,7 @@ def run_size(
                         {
                             "changefeed_id": f"cf-{i}",
                             "upstream_uri": up.uri,
-                            "sink_uri": f"file://{sinks[i]}?protocol=csv",
+                            "sink_uri": sink_uris[i],
                             "replica_config": {"filter": {"rules": [f"{schema}.t{i}"]}},
                         }
                     )
@@ -265,7 +344,7 @@ def run_size(
         load0 = _load()
         cpu0 = meter.sample()
         roles0 = meter.by_role()
-        busy0, up0 = _machine_busy(), _upstream_cpu(up)
+        busy0, up0, broker0 = _machine_busy(), _upstream_cpu(up), _broker_cpu(broker)
         conns0 = _connections(up)
         dumps: list[int] = []
         end = time.monotonic() + idle
@@ -284,13 +363,16 @@ def run_size(
         # the whole machine (processes that lived less than a sample included) and the upstream alone
         out["machine_pct"] = 100 * (_machine_busy() - busy0) / idle
         out["upstream_pct"] = 100 * (_upstream_cpu(up) - up0) / idle
+        out["broker_pct"] = 100 * (_broker_cpu(broker) - broker0) / idle
         out["idle_load"] = f"{load0} -> {_load()}"
         out["rss_mb"] = rss / MB
         out["dumps_max"] = max(dumps)
         out["dumps_mean"] = statistics.mean(dumps)
 
         # latency: one insert every 0.3 s, round robin over the tables
-        watches = [SinkWatch(s) for s in sinks]
+        watch: FolderWatch | TopicWatch = (
+            FolderWatch(sinks) if broker is None else TopicWatch(broker.bootstrap, topics)
+        )
         pending: list[tuple[int, str, float]] = []
         latencies: list[float] = []
         lock = threading.Lock()
@@ -302,8 +384,9 @@ def run_size(
                     items = list(pending)
                 for item in items:
                     k, needle, at = item
-                    if watches[k].has(needle):
-                        latencies.append(time.monotonic() - at)
+                    got = watch.arrived(k, needle)
+                    if got is not None:
+                        latencies.append(got - at)
                         with lock:
                             pending.remove(item)
                 if done.is_set() and time.monotonic() > deadline:
@@ -325,6 +408,7 @@ def run_size(
         deadline = time.monotonic() + 120
         done.set()
         poller.join()
+        watch.close()
         out["dumps_writing"] = len(dump_ids.stop())
         out["latency_load"] = f"{load0} -> {_load()}"
         out["lost"] = len(pending)
@@ -341,7 +425,9 @@ def _line(r: dict[str, Any]) -> str:
     return (
         f"{r['n']:>3} changefeed(s): running after {r['start_s']:.1f}s ({r['start_load']}), "
         f"{r['retries']:.0f} restarts; idle {r['idle_cpu_pct']:.1f}% of a core (whole machine "
-        f"{r['machine_pct']:.1f}%, upstream {r['upstream_pct']:.1f}%; {r['idle_load']}), "
+        f"{r['machine_pct']:.1f}%, upstream {r['upstream_pct']:.1f}%"
+        + (f", broker {r['broker_pct']:.1f}%" if r["kafka"] else "")
+        + f"; {r['idle_load']}), "
         f"RSS {r['rss_mb']:.0f} MB (peak {r['rss_peak_mb']:.0f}); latency p50 {r['p50']:.2f}s "
         f"p99 {r['p99']:.2f}s, {r['lost']} not arrived ({r['latency_load']}); binlog dump threads "
         f"max {r['dumps_max']} mean {r['dumps_mean']:.1f} idle, {r['dumps_writing']} while writing; "
@@ -362,16 +448,26 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="the servers' --binlog-relay-mb (default: theirs; 0: no relay, each changefeed reads the upstream)",
     )
+    p.add_argument(
+        "--sink",
+        choices=("storage", "kafka"),
+        default="storage",
+        help="each changefeed's sink: a CSV folder (default) or a topic of one Tansu broker",
+    )
     args = p.parse_args(argv)
     server_args = () if args.binlog_relay_mb is None else ("--binlog-relay-mb", str(args.binlog_relay_mb))
     # SIGTERM unwinds like Ctrl-C: the servers and MariaDB started here are stopped
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    print(f"density bench: baseline 1 changefeed, then {args.changefeeds}; {_load()}", flush=True)
+    print(
+        f"density bench ({args.sink} sinks): baseline 1 changefeed, then {args.changefeeds}; {_load()}",
+        flush=True,
+    )
     results = []
-    with LocalMariaDB() as up:
+    with LocalMariaDB() as up, contextlib.ExitStack() as stack:
+        broker = stack.enter_context(LocalTansu()) if args.sink == "kafka" else None
         for n in (1, args.changefeeds):
             with tempfile.TemporaryDirectory(prefix=f"sparkcdc-density-{n}-") as work:
-                r = run_size(up, Path(work), n, args.idle, args.writes, server_args)
+                r = run_size(up, Path(work), n, args.idle, args.writes, server_args, broker)
             results.append(r)
             print(_line(r), flush=True)
     base, big = results

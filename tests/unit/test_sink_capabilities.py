@@ -9,7 +9,8 @@ import pytest
 
 from sparkcdc.config.replica import ReplicaConfig
 from sparkcdc.sink import create_sink
-from sparkcdc.sink.base import SinkCapabilities
+from sparkcdc.sink.base import RECORD_EVERY_S, WATERMARK_EVERY_S, SinkCapabilities
+from sparkcdc.sink.storage.sink import METADATA_MIN_INTERVAL
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "sparkcdc"
 
@@ -56,6 +57,35 @@ def test_row_sinks_take_rows(uri: str, evidence: str) -> None:
     c = caps(uri)
     assert c.segments == "rows" and c.executors_write_files is None
     assert (evidence in c.resume_evidence) if evidence else c.resume_evidence == ""
+
+
+@pytest.mark.parametrize(
+    ("uri", "every_s"),
+    [
+        # a watermark on every mark: every upstream second
+        ("kafka://127.0.0.1:9092/t?protocol=canal-json&enable-tidb-extension=true", WATERMARK_EVERY_S),
+        (
+            "kafka://127.0.0.1:9092/t?protocol=avro&schema-registry=http://127.0.0.1:1"
+            "&enable-tidb-extension=true&avro-enable-watermark=true",
+            WATERMARK_EVERY_S,
+        ),
+        ("http://127.0.0.1:1/hook?enable-tidb-extension=true", WATERMARK_EVERY_S),
+        # the storage sink's metadata, at most every 2 s
+        ("file:///tmp/out?protocol=csv", METADATA_MIN_INTERVAL),
+        # nothing published: only the checkpoint the server shows moves
+        ("kafka://127.0.0.1:9092/t?protocol=canal-json", RECORD_EVERY_S),
+        (
+            "kafka://127.0.0.1:9092/t?protocol=avro&schema-registry=http://127.0.0.1:1&enable-tidb-extension=true",
+            RECORD_EVERY_S,
+        ),
+        ("http://127.0.0.1:1/hook", RECORD_EVERY_S),
+        ("mysql://root@127.0.0.1:3306/", RECORD_EVERY_S),
+        ("iceberg:///tmp/wh?mode=changelog", RECORD_EVERY_S),
+    ],
+)
+def test_an_idle_changefeed_is_marked_as_often_as_its_sink_publishes(uri: str, every_s: float) -> None:
+    assert caps(uri).resolved_every_s == every_s
+    assert WATERMARK_EVERY_S == 1.0 and RECORD_EVERY_S == METADATA_MIN_INTERVAL == 2.0
 
 
 @pytest.mark.parametrize("fmt", ["iceberg", "delta"])

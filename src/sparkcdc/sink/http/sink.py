@@ -42,7 +42,14 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from sparkcdc.errors import SinkUnavailable
-from sparkcdc.sink.base import PartitionWriter, Sink, SinkCapabilities, WriterContext
+from sparkcdc.sink.base import (
+    RECORD_EVERY_S,
+    WATERMARK_EVERY_S,
+    PartitionWriter,
+    Sink,
+    SinkCapabilities,
+    WriterContext,
+)
 from sparkcdc.sink.http.config import parse_http_sink
 from sparkcdc.sink.http.writer import HTTPPoster, HTTPWriter, make_encoder
 
@@ -86,7 +93,11 @@ class HTTPSink(Sink):
     @property
     def capabilities(self) -> SinkCapabilities:
         # request ids come from the rows a request carries: a receiver that drops repeated ids
-        return SinkCapabilities(idempotence="")
+        return SinkCapabilities(
+            idempotence="",
+            # a mark is a watermark request only with the TiDB extension
+            resolved_every_s=WATERMARK_EVERY_S if self._encoding().encode_watermark(0) else RECORD_EVERY_S,
+        )
 
     def check(self) -> None:
         """Open a TCP connection to the endpoint's host and port (no request is sent)."""
@@ -105,9 +116,12 @@ class HTTPSink(Sink):
     def _driver(self) -> tuple[HTTPPoster, Encoder]:
         if self._poster is None:
             self._poster = HTTPPoster(self.settings, self.changefeed_id)
+        return self._poster, self._encoding()
+
+    def _encoding(self) -> Encoder:
         if self._encoder is None:
             self._encoder = make_encoder(self.settings, self.config)
-        return self._poster, self._encoder
+        return self._encoder
 
     def apply_ddl(self, ddl: DDLEvent) -> None:
         """POST the DDL as one canal-json DDL message (after every earlier row was acknowledged)."""

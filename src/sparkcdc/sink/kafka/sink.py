@@ -26,7 +26,14 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from sparkcdc.dispatch.router import EventRouter
-from sparkcdc.sink.base import PartitionWriter, Sink, SinkCapabilities, WriterContext
+from sparkcdc.sink.base import (
+    RECORD_EVERY_S,
+    WATERMARK_EVERY_S,
+    PartitionWriter,
+    Sink,
+    SinkCapabilities,
+    WriterContext,
+)
 from sparkcdc.sink.kafka.config import DEFAULT_PARTITION_NUM, KafkaOptions
 from sparkcdc.sink.kafka.encoders import MessageEncoder, build_encoder, validate_protocol
 from sparkcdc.sink.kafka.producer import DeliveryTracker, get_producer
@@ -54,6 +61,7 @@ class KafkaSink(Sink):
         super().__init__(uri, config, changefeed_id)
         self.options = KafkaOptions.parse(uri, config, changefeed_id)
         validate_protocol(self.options, config)
+        self._encoder_key: str | None = None
         self.router = EventRouter(config, self.options.topic, self.options.protocol)
         self.split_updates = not self.options.output_raw_change_event
         # index-value/columns rules may send the two halves of a split UPDATE to different
@@ -86,6 +94,8 @@ class KafkaSink(Sink):
             route_depends_on_row=self._route_depends_on_row,
             resume_evidence="the watermarks on its topics (never published below the last one)",
             idempotence="",  # consumers drop a message at or below their partition's watermark
+            # a mark is a watermark on every partition only where the protocol sends one
+            resolved_every_s=WATERMARK_EVERY_S if self.encoder().encode_watermark(0) else RECORD_EVERY_S,
         )
 
     def __getstate__(self) -> dict[str, Any]:
@@ -201,7 +211,12 @@ class KafkaSink(Sink):
 
     def encoder(self) -> MessageEncoder:
         """The process-wide encoder of this sink's protocol and options."""
-        key = json.dumps([self.uri, self.changefeed_id, self.config.to_dict()], sort_keys=True, default=str)
+        key = self._encoder_key
+        if key is None:  # once per sink: a mark asks for it every second
+            key = json.dumps(
+                [self.uri, self.changefeed_id, self.config.to_dict()], sort_keys=True, default=str
+            )
+            self._encoder_key = key
         with _ENCODER_LOCK:
             enc = _ENCODERS.get(key)
             if enc is None:

@@ -1,9 +1,8 @@
 """Broker outages: a batch waits for a broker that comes back, or fails transiently and is retried.
 
-Tansu keeps topics in memory, so after its restart the test recreates the topic
-as a real Kafka cluster would still have it; only messages produced while the
-broker was down are checked (those acknowledged before the stop are gone with
-Tansu's memory, not lost by the sink).
+The broker keeps its state on (moto) S3, so a restart keeps its topics, messages and idempotent
+producer ids, as a Kafka cluster's does. (On Tansu's memory storage a restart forgets the producer
+id a writer got before the stop, and the writer's later messages are never acknowledged.)
 """
 
 from __future__ import annotations
@@ -19,6 +18,7 @@ import pytest
 from sparkcdc.config.replica import ReplicaConfig
 from sparkcdc.errors import SinkUnavailable, TransientError
 from sparkcdc.model import RowChange, compose_ts
+from sparkcdc.services.s3 import ACCESS_KEY, REGION, SECRET_KEY, LocalS3
 from sparkcdc.services.tansu import LocalTansu
 from sparkcdc.sink.base import WriterContext
 from sparkcdc.sink.kafka import KafkaSink
@@ -29,8 +29,18 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture()
 def broker() -> Iterator[LocalTansu]:
-    with LocalTansu() as b:
-        yield b
+    with LocalS3() as s3:
+        s3.create_bucket("tansu")
+        env = {
+            "AWS_ACCESS_KEY_ID": ACCESS_KEY,
+            "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
+            "AWS_DEFAULT_REGION": REGION,
+            "AWS_REGION": REGION,
+            "AWS_ENDPOINT": s3.endpoint,
+            "AWS_ALLOW_HTTP": "true",
+        }
+        with LocalTansu(storage_engine="s3://tansu/", env=env) as b:
+            yield b
 
 
 def row(i: int) -> RowChange:
@@ -39,11 +49,10 @@ def row(i: int) -> RowChange:
     )
 
 
-def restart_with_topic(broker: LocalTansu, sink: KafkaSink, topic: str, delay: float) -> threading.Thread:
+def restart_after(broker: LocalTansu, delay: float) -> threading.Thread:
     def run() -> None:
         time.sleep(delay)  # the outage the test simulates
         broker.start()
-        sink.admin().create_topic(topic, 3, 1)
 
     t = threading.Thread(target=run, daemon=True)
     t.start()
@@ -62,15 +71,13 @@ def test_broker_down_mid_batch_loses_nothing(broker: LocalTansu, caplog: pytest.
     broker.stop()
     for i in range(51, 201):
         w.write(row(i), table)
-    restarter = restart_with_topic(broker, sink, topic, 2.0)
+    restarter = restart_after(broker, 2.0)
     msg = w.close()
     restarter.join(timeout=30)
     assert msg["messages"] == 200
     got = consume_all(broker.bootstrap, topic, 1)[0]
     ids = [int(json.loads(m.value())["data"][0]["id"]) for m in got]
-    # everything produced after the stop arrived, in order (earlier ones died with Tansu's memory)
-    tail = [i for i in ids if i > 50]
-    assert tail == list(range(51, 201))
+    assert ids == list(range(1, 201)), "what was produced before, during and after the outage, in order"
     assert "unreachable" in caplog.text and "reachable again" in caplog.text
 
 
@@ -92,7 +99,6 @@ def test_broker_down_longer_than_message_timeout_is_transient(broker: LocalTansu
     assert "not acknowledged" in str(exc.value) or "timed out" in str(exc.value).lower()
     # the pipeline retries the batch once the broker is back: nothing is missing
     broker.start()
-    sink.admin().create_topic(topic, 1, 1)
     w = sink.open_writer(WriterContext("cf", 1, 0, task_attempt=1))
     for i in range(1, 11):
         w.write(row(i), table)

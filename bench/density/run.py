@@ -261,6 +261,7 @@ def run_size(
     writes: int,
     server_args: tuple[str, ...] = (),
     broker: LocalTansu | None = None,
+    kafka_query: str = "protocol=canal-json",
 ) -> dict[str, Any]:
     schema = f"density_{n}"
     up.execute(
@@ -281,7 +282,7 @@ def run_size(
         sinks = [work / f"sink-{i}" for i in range(n)]
         topics = [f"density-{n}-cf-{i}" for i in range(n)]
         sink_uris = [
-            f"file://{sinks[i]}?protocol=csv" if broker is None else broker.sink_uri(topics[i])
+            f"file://{sinks[i]}?protocol=csv" if broker is None else broker.sink_uri(topics[i], kafka_query)
             for i in range(n)
         ]
         errors: list[str] = []
@@ -454,12 +455,18 @@ def main(argv: list[str] | None = None) -> int:
         default="storage",
         help="each changefeed's sink: a CSV folder (default) or a topic of one Tansu broker",
     )
+    p.add_argument(
+        "--kafka-query",
+        default="protocol=canal-json",
+        help="with --sink kafka, the sink URI's query (e.g. add &enable-tidb-extension=true for watermarks)",
+    )
     args = p.parse_args(argv)
     server_args = () if args.binlog_relay_mb is None else ("--binlog-relay-mb", str(args.binlog_relay_mb))
     # SIGTERM unwinds like Ctrl-C: the servers and MariaDB started here are stopped
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     print(
-        f"density bench ({args.sink} sinks): baseline 1 changefeed, then {args.changefeeds}; {_load()}",
+        f"density bench ({args.sink} sinks{', ' + args.kafka_query if args.sink == 'kafka' else ''}): "
+        f"baseline 1 changefeed, then {args.changefeeds}; {_load()}",
         flush=True,
     )
     results = []
@@ -467,7 +474,7 @@ def main(argv: list[str] | None = None) -> int:
         broker = stack.enter_context(LocalTansu()) if args.sink == "kafka" else None
         for n in (1, args.changefeeds):
             with tempfile.TemporaryDirectory(prefix=f"sparkcdc-density-{n}-") as work:
-                r = run_size(up, Path(work), n, args.idle, args.writes, server_args, broker)
+                r = run_size(up, Path(work), n, args.idle, args.writes, server_args, broker, args.kafka_query)
             results.append(r)
             print(_line(r), flush=True)
     base, big = results

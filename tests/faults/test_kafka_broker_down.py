@@ -24,7 +24,7 @@ import pytest
 
 from sparkcdc.services.common import wait_until
 from sparkcdc.services.mariadb import LocalMariaDB
-from sparkcdc.services.s3 import ACCESS_KEY, REGION, SECRET_KEY, LocalS3
+from sparkcdc.services.s3 import LocalS3
 from sparkcdc.services.tansu import LocalTansu
 from tests.e2e.workload import mixed_rounds, replay_once, tso
 from tests.integration.server.conftest import ServerProc
@@ -42,19 +42,8 @@ OUTAGE = 20.0
 @pytest.fixture(scope="module")
 def durable_tansu() -> Iterator[LocalTansu]:
     """Tansu on moto S3 storage: a restart keeps topics and messages."""
-    with LocalS3() as s3:
-        s3.create_bucket("tansu")
-        env = {
-            "AWS_ACCESS_KEY_ID": ACCESS_KEY,
-            "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
-            "AWS_DEFAULT_REGION": REGION,
-            "AWS_REGION": REGION,
-            "AWS_ENDPOINT": s3.endpoint,
-            "AWS_ALLOW_HTTP": "true",
-        }
-        broker = LocalTansu(storage_engine="s3://tansu/", env=env)
-        with broker:
-            yield broker
+    with LocalS3() as s3, LocalTansu.on_s3(s3) as broker:
+        yield broker
 
 
 def _query(server: ServerProc) -> dict[str, Any]:

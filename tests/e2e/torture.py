@@ -257,12 +257,18 @@ class _Sampler(threading.Thread):
                 self._see(f"meta checkpoint of {cf.id}", cf.checkpoint_ts)
         except Exception:  # the scenario tears the database down, or failed before it stopped us
             return False
-        try:
-            metadata = json.loads((self.storage / "metadata").read_bytes())
-            self._see("storage metadata", int(metadata["checkpoint-ts"]))
-        except (OSError, ValueError, KeyError):
-            pass  # not written yet, or being replaced
+        published = _storage_metadata(self.storage)
+        if published:
+            self._see("storage metadata", published)
         return True
+
+
+def _storage_metadata(storage: Path) -> int:
+    """The checkpoint in a storage sink's ``metadata`` (0 while there is none to read)."""
+    try:
+        return int(json.loads((storage / "metadata").read_bytes())["checkpoint-ts"])
+    except (OSError, ValueError, KeyError):
+        return 0  # not written yet, or being replaced
 
 
 def _kafka_watermarks(bootstrap: str, topic: str) -> dict[int, list[int]]:
@@ -563,6 +569,14 @@ def run_torture(
                 lambda: (cps := running()) is not None and min(cps.values()) >= end and cps,
                 600,
                 "every changefeed past the end of the workload",
+                logs,
+            )
+            # A consumer of the storage sink reads what its ``metadata`` covers, written at most
+            # every 2 s: it may trail the checkpoint the server shows by that much.
+            _wait(
+                lambda: _storage_metadata(storage) >= end,
+                60,
+                "the storage sink's metadata past the end of the workload",
                 logs,
             )
             sampler.halt.set()

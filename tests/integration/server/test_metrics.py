@@ -89,11 +89,23 @@ def write_round(db: LocalMariaDB, table: str, first: int, n: int) -> None:
 def assert_rounds_move_the_metrics(
     scrape_now: Callable[[], Samples], db: LocalMariaDB, cf: str, table: str, logs: Callable[[], str]
 ) -> None:
-    """Write two rounds; after each, the rows by op, the checkpoint and the histograms have moved."""
+    """Write two rounds; after each, the rows by op, the checkpoint and the histograms have moved.
+
+    ``ticdc_owner_checkpoint_ts`` is in milliseconds, and a transaction's commit_ts is its binlog
+    header's second (plus a counter below the milliseconds): the second round is written in a
+    later upstream second than the first, or its checkpoint can show the same value."""
     labels = {"namespace": "default", "changefeed": cf}
     before: Samples | None = None
+    written_s = 0
     for round_no, first in enumerate((1, 1001)):
+        wait_until(
+            lambda after=written_s: int(db.query("SELECT UNIX_TIMESTAMP()")[0][0]) > after,
+            timeout=10,
+            interval=0.1,
+            what="the upstream's next second",
+        )
         write_round(db, table, first, 50)
+        written_s = int(db.query("SELECT UNIX_TIMESTAMP()")[0][0])
         n = round_no + 1
 
         def moved(n: int = n) -> Samples | None:

@@ -53,6 +53,12 @@ it only moves the checkpoint the server shows and a restart resumes from, as the
 while idle, every 2 s 6.3–6.8 % (`bench/density --sink kafka`)."""
 
 
+def mark_every_s(watermark: object | None) -> float:
+    """``SinkCapabilities.resolved_every_s`` of a sink whose encoder gives ``watermark`` for a
+    resolved ts (``encode_watermark``; None where the protocol sends none)."""
+    return RECORD_EVERY_S if watermark is None else WATERMARK_EVERY_S
+
+
 @dataclass(frozen=True)
 class SinkCapabilities:
     """What a sink can do, declared by the sink in one place; the pipeline reads this, never its settings."""

@@ -42,14 +42,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from sparkcdc.errors import SinkUnavailable
-from sparkcdc.sink.base import (
-    RECORD_EVERY_S,
-    WATERMARK_EVERY_S,
-    PartitionWriter,
-    Sink,
-    SinkCapabilities,
-    WriterContext,
-)
+from sparkcdc.sink.base import PartitionWriter, Sink, SinkCapabilities, WriterContext, mark_every_s
 from sparkcdc.sink.http.config import parse_http_sink
 from sparkcdc.sink.http.writer import HTTPPoster, HTTPWriter, make_encoder
 
@@ -96,7 +89,7 @@ class HTTPSink(Sink):
         return SinkCapabilities(
             idempotence="",
             # a mark is a watermark request only with the TiDB extension
-            resolved_every_s=WATERMARK_EVERY_S if self._encoding().encode_watermark(0) else RECORD_EVERY_S,
+            resolved_every_s=mark_every_s(self._encoding().encode_watermark(0)),
         )
 
     def check(self) -> None:

@@ -26,14 +26,7 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from sparkcdc.dispatch.router import EventRouter
-from sparkcdc.sink.base import (
-    RECORD_EVERY_S,
-    WATERMARK_EVERY_S,
-    PartitionWriter,
-    Sink,
-    SinkCapabilities,
-    WriterContext,
-)
+from sparkcdc.sink.base import PartitionWriter, Sink, SinkCapabilities, WriterContext, mark_every_s
 from sparkcdc.sink.kafka.config import DEFAULT_PARTITION_NUM, KafkaOptions
 from sparkcdc.sink.kafka.encoders import MessageEncoder, build_encoder, validate_protocol
 from sparkcdc.sink.kafka.producer import DeliveryTracker, get_producer
@@ -95,7 +88,7 @@ class KafkaSink(Sink):
             resume_evidence="the watermarks on its topics (never published below the last one)",
             idempotence="",  # consumers drop a message at or below their partition's watermark
             # a mark is a watermark on every partition only where the protocol sends one
-            resolved_every_s=WATERMARK_EVERY_S if self.encoder().encode_watermark(0) else RECORD_EVERY_S,
+            resolved_every_s=mark_every_s(self.encoder().encode_watermark(0)),
         )
 
     def __getstate__(self) -> dict[str, Any]:
